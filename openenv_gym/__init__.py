@@ -1,0 +1,49 @@
+"""openenv-gym: OpenEnv environments as Gymnasium ``Env`` and ``VectorEnv``.
+
+>>> import gymnasium, openenv_gym
+>>> gymnasium.register_envs(openenv_gym)   # keeps linters quiet about the import
+>>> sorted(i for i in gymnasium.registry if i.startswith("openenv/"))
+['openenv/Catch-v0', 'openenv/Echo-v0', 'openenv/Wordle-v0']
+"""
+
+from openenv_gym._version import __version__
+from openenv_gym.config import Timeouts
+from openenv_gym.env import OpenEnvEnv
+from openenv_gym.exceptions import (
+    CapacityError,
+    ConfigurationError,
+    ConnectError,
+    ConnectionLostError,
+    EnvErrorGroup,
+    InvalidActionError,
+    OpenEnvGymError,
+    ProtocolError,
+    ProviderError,
+    RequestTimeoutError,
+    ServerError,
+    TransportError,
+    UsageError,
+)
+from openenv_gym.registry import register_envs
+
+__all__ = [
+    "CapacityError",
+    "ConfigurationError",
+    "ConnectError",
+    "ConnectionLostError",
+    "EnvErrorGroup",
+    "InvalidActionError",
+    "OpenEnvEnv",
+    "OpenEnvGymError",
+    "ProtocolError",
+    "ProviderError",
+    "RequestTimeoutError",
+    "ServerError",
+    "Timeouts",
+    "TransportError",
+    "UsageError",
+    "__version__",
+    "register_envs",
+]
+
+register_envs()

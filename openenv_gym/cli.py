@@ -1,0 +1,106 @@
+"""The ``openenv-gym`` command line.
+
+``openenv-gym serve wordle --port 0`` starts a server and prints its URL on the first
+line of standard output (``--port 0`` picks a free port).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import logging
+import os
+import signal
+import sys
+import threading
+from collections.abc import Sequence
+
+from openenv_gym._version import __version__
+from openenv_gym.exceptions import OpenEnvGymError
+
+__all__ = ["main"]
+
+logger = logging.getLogger("openenv_gym.cli")
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="openenv-gym", description=__doc__.splitlines()[0])
+    parser.add_argument("--version", action="version", version=f"openenv-gym {__version__}")
+    sub = parser.add_subparsers(dest="command", required=True)
+    serve = sub.add_parser("serve", help="serve an environment over OpenEnv /ws and /batch")
+    serve.add_argument("name", nargs="?", help="wordle, echo, catch (or use --env)")
+    serve.add_argument("--env", help="an environment class as package.module:ClassName")
+    serve.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1)")
+    serve.add_argument("--port", type=int, default=8000, help="port (0: a free one)")
+    serve.add_argument(
+        "--max-sessions", type=int, default=4096, help="most live env instances (default 4096)"
+    )
+    serve.add_argument("--max-frame", type=int, default=16 * 2**20, help="largest frame, bytes")
+    serve.add_argument("--compression", action="store_true", help="offer permessage-deflate")
+    serve.add_argument(
+        "--exit-with-stdin",
+        action="store_true",
+        help="exit when standard input closes (used by the local provider: no orphans)",
+    )
+    serve.add_argument("--log-level", default="WARNING")
+    return parser
+
+
+def _watch_stdin(loop: asyncio.AbstractEventLoop, stop: asyncio.Event) -> None:
+    """Block on stdin until EOF (the parent died or closed the pipe), then stop."""
+    with contextlib.suppress(OSError, ValueError):
+        while sys.stdin.buffer.read(4096):
+            pass
+    loop.call_soon_threadsafe(stop.set)
+
+
+async def _serve(args: argparse.Namespace) -> int:
+    from openenv_gym.server.app import EnvServer, ServerConfig
+    from openenv_gym.server.loader import load_env
+
+    spec = args.env or args.name
+    if not spec:
+        raise OpenEnvGymError("name an environment (wordle, echo, catch) or pass --env module:Class")
+    config = ServerConfig(
+        host=args.host,
+        port=args.port,
+        max_sessions=args.max_sessions,
+        max_frame=args.max_frame,
+        compression=args.compression,
+    )
+    server = EnvServer(load_env(spec), config, name=spec.rsplit(":", 1)[-1].lower())
+    await server.start()
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
+    if args.exit_with_stdin:
+        threading.Thread(target=_watch_stdin, args=(loop, stop), daemon=True).start()
+    sys.stdout.write(f"{server.url}\n")
+    sys.stdout.flush()
+    await stop.wait()
+    await server.aclose()
+    return 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the command line; returns the exit status."""
+    args = _parser().parse_args(argv)
+    logging.basicConfig(level=getattr(logging, str(args.log_level).upper(), logging.WARNING))
+    try:
+        if args.command == "serve":
+            if os.environ.get("OPENENV_GYM_NO_UVLOOP", "") not in ("1", "true"):
+                with contextlib.suppress(ImportError):
+                    import uvloop
+
+                    return uvloop.run(_serve(args))  # type: ignore[no-any-return]
+            return asyncio.run(_serve(args))
+    except OpenEnvGymError as exc:
+        sys.stderr.write(f"openenv-gym: error: {exc}\n")
+        return 2
+    return 1  # pragma: no cover - argparse rejects unknown commands
+
+
+if __name__ == "__main__":
+    sys.exit(main())

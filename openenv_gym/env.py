@@ -1,0 +1,193 @@
+"""``OpenEnvEnv``: one remote OpenEnv session as a ``gymnasium.Env``.
+
+>>> import gymnasium, openenv_gym
+>>> env = gymnasium.make("openenv/Catch-v0")            # starts a local server
+>>> obs, info = env.reset(seed=1)
+>>> obs.shape
+(50,)
+>>> obs, reward, terminated, truncated, info = env.step(1)
+>>> env.close()
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping
+from typing import Any, SupportsFloat
+
+import gymnasium
+
+from openenv_gym.config import Timeouts
+from openenv_gym.exceptions import ConfigurationError, InvalidActionError, UsageError
+from openenv_gym.providers import Provider, make_provider
+from openenv_gym.spaces import Codec, codec_for
+from openenv_gym.transport.session import Session, StepReply, open_session
+
+__all__ = ["OpenEnvEnv", "reply_info"]
+
+logger = logging.getLogger("openenv_gym.env")
+
+
+def reply_info(reply: StepReply, primary: str | None = None) -> dict[str, Any]:
+    """``info`` of a step: every observation field the Gymnasium observation leaves out,
+    plus ``metadata`` and ``reward_raw`` (the reward as sent, None for ``null``)."""
+    info = {k: v for k, v in reply.observation.items() if k != primary}
+    if reply.metadata is not None:
+        info["metadata"] = reply.metadata
+    info["reward_raw"] = reply.reward
+    return info
+
+
+class OpenEnvEnv(gymnasium.Env[Any, Any]):
+    """A Gymnasium environment over one session of an OpenEnv (or openenv-gym) server.
+
+    ``terminated`` is the server's ``done``; ``truncated`` is set when
+    ``max_episode_steps`` is reached; ``reward: null`` becomes 0.0; ``info`` carries the
+    observation fields not in the Gymnasium observation, and ``metadata``.
+
+    Args:
+        env: Which environment: ``"wordle"``, ``"echo"``, ``"catch"`` (its spaces, and
+            the server the local provider starts).
+        base_url: An existing server (a Space, a container). Default: start a local one.
+        provider: ``"local"``, ``"url"`` or a :class:`~openenv_gym.providers.Provider`.
+        protocol: ``"auto"`` (batched if the server offers it, else JSON), ``"batch"``,
+            ``"json"``.
+        timeouts: :class:`~openenv_gym.config.Timeouts` or a mapping of its fields.
+        max_episode_steps: Truncate episodes after this many steps (None: never).
+        render_mode: ``None`` or ``"ansi"``.
+        codec: Your own spaces and conversions, for servers our codecs do not know.
+        headers: Extra HTTP headers for the WebSocket upgrade (e.g. auth for a Space).
+    """
+
+    metadata = {"render_modes": ["ansi"], "render_fps": 4}
+
+    def __init__(
+        self,
+        env: str = "wordle",
+        *,
+        base_url: str | None = None,
+        provider: str | Provider | None = None,
+        protocol: str | None = None,
+        timeouts: Timeouts | Mapping[str, float | None] | None = None,
+        max_episode_steps: int | None = None,
+        render_mode: str | None = None,
+        codec: Codec | None = None,
+        headers: Mapping[str, str] | None = None,
+    ) -> None:
+        if render_mode is not None and render_mode not in self.metadata["render_modes"]:
+            raise ConfigurationError(f"render_mode must be None or 'ansi', got {render_mode!r}")
+        if max_episode_steps is not None and max_episode_steps < 1:
+            raise ConfigurationError(f"max_episode_steps must be >= 1, got {max_episode_steps}")
+        self.codec = codec or codec_for(env)
+        self.observation_space = self.codec.observation_space
+        self.action_space = self.codec.action_space
+        self.render_mode = render_mode
+        self.max_episode_steps = max_episode_steps
+        self._session: Session | None = None
+        self._last: StepReply | None = None
+        self._elapsed = 0
+        self._needs_reset = True
+        if isinstance(timeouts, Timeouts):
+            self._timeouts = timeouts
+        else:
+            self._timeouts = Timeouts.from_env(**dict(timeouts or {}))
+        self._provider = make_provider(self.codec.name, provider=provider, base_url=base_url)
+        try:
+            url = self._provider.start()[0]
+            self._session = open_session(
+                url, protocol=protocol, timeouts=self._timeouts, headers=headers
+            )
+        except BaseException:
+            self._provider.close()
+            raise
+        self.base_url = url
+
+    @property
+    def session(self) -> Session:
+        """The underlying session (raises once the env is closed)."""
+        if self._session is None:
+            raise UsageError("the environment is closed")
+        return self._session
+
+    @property
+    def protocol(self) -> str:
+        """``"batch"`` or ``"json"``: what the session speaks."""
+        return self.session.protocol
+
+    def reset(
+        self, *, seed: int | None = None, options: dict[str, Any] | None = None
+    ) -> tuple[Any, dict[str, Any]]:
+        """Start an episode. ``seed`` goes to the server; ``options`` are extra reset
+        kwargs for it (e.g. ``{"episode_id": "ep-1"}``)."""
+        super().reset(seed=seed)
+        kwargs: dict[str, Any] = dict(options or {})
+        if seed is not None:
+            kwargs["seed"] = seed
+        reply = self.session.reset(**kwargs)
+        self._last = reply
+        self._elapsed = 0
+        self._needs_reset = reply.done
+        return self.codec.decode_observation(reply.observation), self._info(reply)
+
+    def step(self, action: Any) -> tuple[Any, SupportsFloat, bool, bool, dict[str, Any]]:
+        """Apply one action.
+
+        Raises:
+            InvalidActionError: The action is outside the action space, or the server
+                rejected it (the session survives: step again with a valid one).
+            UsageError: No episode is running (call ``reset``).
+            TransportError: Timeout or lost connection (the session is then closed).
+        """
+        if self._needs_reset:
+            raise UsageError("the episode is over (or never started): call reset()")
+        if not self.action_space.contains(action):
+            raise InvalidActionError(f"action {action!r} is not in the action space {self.action_space}")
+        reply = self.session.step(self.codec.encode_action(action))
+        self._last = reply
+        self._elapsed += 1
+        terminated = bool(reply.done)
+        truncated = (
+            not terminated
+            and self.max_episode_steps is not None
+            and self._elapsed >= self.max_episode_steps
+        )
+        self._needs_reset = terminated or truncated
+        reward = 0.0 if reply.reward is None else float(reply.reward)
+        return self.codec.decode_observation(reply.observation), reward, terminated, truncated, self._info(reply)
+
+    def _info(self, reply: StepReply) -> dict[str, Any]:
+        return reply_info(reply, _PRIMARY_FIELD.get(self.codec.name))
+
+    def state(self) -> dict[str, Any]:
+        """The server-side state (``episode_id``, ``step_count``, env fields)."""
+        return self.session.state()
+
+    def render(self) -> str | None:  # type: ignore[override]
+        """``render_mode="ansi"``: the current observation as text."""
+        if self.render_mode != "ansi" or self._last is None:
+            return None
+        return self.codec.render(self._last.observation)
+
+    def close(self) -> None:
+        """Close the session and stop a local server. Idempotent."""
+        session, self._session = self._session, None
+        try:
+            if session is not None:
+                session.close()
+        finally:
+            provider = getattr(self, "_provider", None)
+            if provider is not None:
+                provider.close()
+        super().close()
+
+    def __del__(self) -> None:
+        # Providers also stop their servers on garbage collection and at exit; this
+        # only closes the socket early when an env is dropped without close().
+        if getattr(self, "_session", None) is not None:
+            try:
+                self.close()
+            except Exception:  # noqa: S110 - best effort during garbage collection
+                pass
+
+
+_PRIMARY_FIELD = {"echo": "echoed_message", "catch": "info_state"}

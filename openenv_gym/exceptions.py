@@ -1,0 +1,234 @@
+"""The one exception hierarchy of openenv-gym.
+
+Every error a public function of this package raises is an :class:`OpenEnvGymError`.
+Third-party exceptions (``websockets``, ``OSError``, ``msgpack``, ``json``) are converted
+once, at the transport or protocol boundary, with ``raise ... from exc``::
+
+    OpenEnvGymError
+    ├── ConfigurationError (ValueError)      bad argument, unknown env id, bad URL
+    ├── UsageError (RuntimeError)            wrong call order, env already closed
+    ├── InvalidActionError (ValueError)      action outside the action space, or
+    │                                        rejected by the server (see ServerValidationError)
+    ├── ProtocolError                        bytes on the wire do not follow the protocol
+    │   ├── LocalProtocolError               we were about to send something illegal
+    │   └── RemoteProtocolError              the peer sent something illegal
+    ├── ServerError                          an error frame from the server (``code``)
+    │   ├── InvalidJSONError                 INVALID_JSON       (session survives)
+    │   ├── UnknownTypeError                 UNKNOWN_TYPE       (session survives)
+    │   ├── ServerValidationError            VALIDATION_ERROR   (session survives;
+    │   │                                    also an InvalidActionError)
+    │   ├── ExecutionError                   EXECUTION_ERROR    (session survives)
+    │   ├── CapacityError                    CAPACITY_REACHED   (session ended)
+    │   ├── FactoryError                     FACTORY_ERROR      (session ended)
+    │   └── SessionError                     SESSION_ERROR and our slot errors (ended)
+    ├── TransportError                       the connection itself failed
+    │   ├── ConnectError                     could not connect / upgrade
+    │   ├── ConnectionLostError              the connection dropped
+    │   └── RequestTimeoutError (TimeoutError)  no reply in time (fatal for the session)
+    ├── ProviderError                        a server could not be started or stopped
+    └── EnvErrorGroup                        several sub-envs of a vector env failed;
+                                             ``errors`` maps env index -> error
+
+A timeout is fatal for its session: OpenEnv replies carry no request id, so a late reply
+would be taken for the answer to the next request.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+__all__ = [
+    "CapacityError",
+    "ConfigurationError",
+    "ConnectError",
+    "ConnectionLostError",
+    "EnvErrorGroup",
+    "ExecutionError",
+    "FactoryError",
+    "InvalidActionError",
+    "InvalidJSONError",
+    "LocalProtocolError",
+    "OpenEnvGymError",
+    "ProtocolError",
+    "ProviderError",
+    "RemoteProtocolError",
+    "RequestTimeoutError",
+    "ServerError",
+    "ServerValidationError",
+    "SessionError",
+    "TransportError",
+    "UnknownTypeError",
+    "UsageError",
+    "server_error",
+]
+
+
+class OpenEnvGymError(Exception):
+    """Root of every exception raised by openenv-gym."""
+
+
+class ConfigurationError(OpenEnvGymError, ValueError):
+    """An argument, an environment variable or an env id is invalid."""
+
+
+class UsageError(OpenEnvGymError, RuntimeError):
+    """A method was called in the wrong order, or on a closed object."""
+
+
+class InvalidActionError(OpenEnvGymError, ValueError):
+    """An action was rejected: outside the action space, or refused by the server."""
+
+
+class ProtocolError(OpenEnvGymError):
+    """Data on the wire does not follow the protocol."""
+
+
+class LocalProtocolError(ProtocolError):
+    """We were asked to send something the protocol does not allow (state unchanged)."""
+
+
+class RemoteProtocolError(ProtocolError):
+    """The peer sent something the protocol does not allow."""
+
+
+class ServerError(OpenEnvGymError):
+    """The server answered with an error frame.
+
+    Attributes:
+        code: OpenEnv's error code (``"EXECUTION_ERROR"``, ...) or one of ours.
+        message: The server's message.
+        details: Any other fields of the error frame (``errors``, ``max_sessions``, ...).
+        session_closed: Whether the server ended the session with this error.
+    """
+
+    code: str = ""
+    session_closed: bool = False
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        code: str | None = None,
+        details: Mapping[str, Any] | None = None,
+        session_closed: bool | None = None,
+    ) -> None:
+        if code is not None:
+            self.code = code
+        if session_closed is not None:
+            self.session_closed = session_closed
+        self.message = message
+        self.details: dict[str, Any] = dict(details or {})
+        super().__init__(f"{message} (code: {self.code})")
+
+
+class InvalidJSONError(ServerError):
+    """INVALID_JSON: the server could not parse our frame. The session survives."""
+
+    code = "INVALID_JSON"
+
+
+class UnknownTypeError(ServerError):
+    """UNKNOWN_TYPE: the server does not know the message type. The session survives."""
+
+    code = "UNKNOWN_TYPE"
+
+
+class ServerValidationError(ServerError, InvalidActionError):
+    """VALIDATION_ERROR: the server rejected the message or action. The session survives."""
+
+    code = "VALIDATION_ERROR"
+
+
+class ExecutionError(ServerError):
+    """EXECUTION_ERROR: the environment raised. The session survives."""
+
+    code = "EXECUTION_ERROR"
+
+
+class CapacityError(ServerError):
+    """CAPACITY_REACHED: the server holds as many sessions as it allows."""
+
+    code = "CAPACITY_REACHED"
+    session_closed = True
+
+
+class FactoryError(ServerError):
+    """FACTORY_ERROR: the server could not construct the environment."""
+
+    code = "FACTORY_ERROR"
+    session_closed = True
+
+
+class SessionError(ServerError):
+    """SESSION_ERROR (or a batched slot error): the session is gone."""
+
+    code = "SESSION_ERROR"
+    session_closed = True
+
+
+_BY_CODE: dict[str, type[ServerError]] = {
+    cls.code: cls
+    for cls in (
+        InvalidJSONError,
+        UnknownTypeError,
+        ServerValidationError,
+        ExecutionError,
+        CapacityError,
+        FactoryError,
+        SessionError,
+    )
+}
+
+
+def server_error(
+    code: str,
+    message: str,
+    details: Mapping[str, Any] | None = None,
+    *,
+    session_closed: bool | None = None,
+) -> ServerError:
+    """Build the :class:`ServerError` subclass that matches an error code.
+
+    Unknown codes give a plain :class:`ServerError` carrying that code.
+    """
+    cls = _BY_CODE.get(code, ServerError)
+    return cls(message, code=code, details=details, session_closed=session_closed)
+
+
+class TransportError(OpenEnvGymError):
+    """The connection to the server failed."""
+
+
+class ConnectError(TransportError):
+    """Could not connect to the server (refused, bad handshake, DNS, TLS)."""
+
+
+class ConnectionLostError(TransportError):
+    """The connection dropped while a request was pending or the session was open."""
+
+
+class RequestTimeoutError(TransportError, TimeoutError):
+    """No reply within the timeout. The session is closed: its replies cannot be trusted."""
+
+
+class ProviderError(OpenEnvGymError):
+    """A server could not be started, reached, or stopped."""
+
+
+class EnvErrorGroup(OpenEnvGymError):
+    """Several sub-environments of a vector env failed in one call.
+
+    Attributes:
+        errors: Env index -> the exception raised for that sub-env, in index order.
+    """
+
+    def __init__(self, message: str, errors: Mapping[int, BaseException]) -> None:
+        self.errors: dict[int, BaseException] = dict(sorted(errors.items()))
+        lines = "; ".join(f"env {i}: {exc}" for i, exc in self.errors.items())
+        super().__init__(f"{message}: {lines}")
+
+    @property
+    def env_indices(self) -> list[int]:
+        """Indices of the failed sub-environments, ascending."""
+        return list(self.errors)

@@ -1,0 +1,50 @@
+"""Gymnasium registration of the ``openenv/*`` ids.
+
+Importing :mod:`openenv_gym` registers them, so both documented Gymnasium 1.x forms work::
+
+    import openenv_gym                       # registers the ids
+    gymnasium.make("openenv/Wordle-v0")
+
+    gymnasium.make("openenv_gym:openenv/Wordle-v0")   # no import needed
+
+Every id takes the keyword arguments of :class:`~openenv_gym.env.OpenEnvEnv`
+(``base_url=``, ``provider=``, ``protocol=``, ``timeouts=``, ...).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import gymnasium
+
+__all__ = ["ENV_IDS", "register_envs"]
+
+
+@dataclass(frozen=True, slots=True)
+class _Entry:
+    env: str
+    max_episode_steps: int | None
+
+
+ENV_IDS: dict[str, _Entry] = {
+    "openenv/Wordle-v0": _Entry("wordle", None),
+    "openenv/Echo-v0": _Entry("echo", None),
+    "openenv/Catch-v0": _Entry("catch", None),
+}
+
+
+def register_envs() -> None:
+    """Register every ``openenv/*`` id with Gymnasium (idempotent)."""
+    for env_id, entry in ENV_IDS.items():
+        if env_id in gymnasium.registry:
+            continue
+        gymnasium.register(
+            id=env_id,
+            entry_point="openenv_gym.env:OpenEnvEnv",
+            kwargs={"env": entry.env},
+            max_episode_steps=entry.max_episode_steps,
+            # our servers honour seeds exactly; a user pointing base_url at a server that
+            # ignores them (TextArena, OpenSpiel) gets that server's behaviour
+            nondeterministic=False,
+            disable_env_checker=False,
+        )

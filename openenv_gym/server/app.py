@@ -1,0 +1,441 @@
+"""The server runtime: one environment class, many instances, on the websockets server.
+
+Endpoints (``docs/protocol.md``):
+
+* ``GET /ws`` (WebSocket) -- OpenEnv's JSON session protocol: one instance per
+  connection, exactly as OpenEnv servers do, so official OpenEnv clients work.
+* ``GET /batch`` (WebSocket, subprotocol ``openenv-gym.batch.v1``) -- the batched
+  protocol: many instances (slots) per connection.
+* ``GET /health``, ``GET /schema``, ``GET /metadata`` -- JSON, as OpenEnv serves them.
+
+Capacity (``max_sessions``) counts live instances over both endpoints. Environment calls
+run on the event loop: they are expected to be fast, and batching amortises the wire.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import http
+import inspect
+import json
+import logging
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from pydantic import BaseModel, ValidationError
+from websockets.asyncio.server import Server, ServerConnection, serve
+from websockets.datastructures import Headers
+from websockets.exceptions import ConnectionClosed
+from websockets.http11 import Request, Response
+from websockets.typing import Subprotocol
+
+from openenv_gym._version import __version__
+from openenv_gym.protocol import batch as bp
+from openenv_gym.protocol import openenv as op
+from openenv_gym.server.environment import EnvironmentMetadata
+from openenv_gym.server.loader import EnvModels, resolve_models
+
+__all__ = ["EnvServer", "ServerConfig"]
+
+logger = logging.getLogger("openenv_gym.server")
+
+SERVER_NAME = f"openenv-gym/{__version__}"
+
+
+@dataclass(frozen=True, slots=True)
+class ServerConfig:
+    """Server settings.
+
+    Attributes:
+        host: Address to bind. 127.0.0.1 unless told otherwise.
+        port: Port to bind; 0 picks a free one (read it back from :attr:`EnvServer.url`).
+        max_sessions: Most environment instances alive at once, over both endpoints.
+        max_frame: Largest frame accepted, in bytes.
+        compression: Offer permessage-deflate (off: it costs ~30 % throughput on loopback).
+        ping_interval: Seconds between WebSocket pings (None: no pings).
+        ping_timeout: Seconds to wait for a pong before dropping the connection.
+    """
+
+    host: str = "127.0.0.1"
+    port: int = 0
+    max_sessions: int = 4096
+    max_frame: int = 16 * 2**20
+    compression: bool = False
+    ping_interval: float | None = 20.0
+    ping_timeout: float | None = 20.0
+
+
+class _CapacityFull(Exception):
+    def __init__(self, active: int, limit: int) -> None:
+        super().__init__(
+            f"Server at capacity: {active}/{limit} sessions active. Cannot accept new connections."
+        )
+        self.active = active
+        self.limit = limit
+
+
+class EnvServer:
+    """Hosts one environment class over both wire protocols.
+
+    Args:
+        env_factory: Zero-argument callable (usually the class) making one instance.
+        config: Bind address, capacity and limits.
+        models: Action / observation / state models; read from the class when omitted.
+        name: Environment name for ``/metadata`` and ``hello``.
+    """
+
+    def __init__(
+        self,
+        env_factory: Callable[[], Any],
+        config: ServerConfig | None = None,
+        *,
+        models: EnvModels | None = None,
+        name: str | None = None,
+    ) -> None:
+        self.env_factory = env_factory
+        self.config = config or ServerConfig()
+        self.models = models or resolve_models(env_factory)
+        self.name = name or getattr(env_factory, "__name__", "env")
+        self.active = 0
+        self._server: Server | None = None
+        self._reset_filter = _reset_kwargs_filter(env_factory)
+        self._schema = json.dumps(
+            {
+                "action": self.models.action.model_json_schema(),
+                "observation": self.models.observation.model_json_schema(),
+                "state": self.models.state.model_json_schema(),
+            }
+        )
+        self._metadata = self._probe_metadata()
+
+    # ------------------------------------------------------------------ lifecycle
+    def _probe_metadata(self) -> str:
+        env = self.env_factory()  # fail fast at start-up if the env cannot be built
+        try:
+            getter = getattr(env, "get_metadata", None)
+            meta = getter() if callable(getter) else None
+        finally:
+            _close_env(env)
+        if isinstance(meta, BaseModel):
+            return meta.model_dump_json()
+        return EnvironmentMetadata(name=self.name, description=f"{self.name} environment").model_dump_json()
+
+    async def start(self) -> None:
+        """Bind and start serving. Next: :attr:`url`, then :meth:`aclose`."""
+        cfg = self.config
+        self._server = await serve(
+            self._handle,
+            cfg.host,
+            cfg.port,
+            process_request=self._process_request,
+            select_subprotocol=_select_subprotocol,
+            compression="deflate" if cfg.compression else None,
+            max_size=cfg.max_frame,
+            ping_interval=cfg.ping_interval,
+            ping_timeout=cfg.ping_timeout,
+            server_header=SERVER_NAME,
+            max_queue=64,
+        )
+
+    @property
+    def port(self) -> int:
+        """The bound port."""
+        if self._server is None:
+            raise RuntimeError("server not started")
+        sock = next(iter(self._server.sockets))
+        return int(sock.getsockname()[1])
+
+    @property
+    def url(self) -> str:
+        """Base URL, e.g. ``http://127.0.0.1:8000``."""
+        host = self.config.host
+        shown = f"[{host}]" if ":" in host else host
+        return f"http://{shown}:{self.port}"
+
+    async def serve_forever(self) -> None:
+        """Serve until cancelled."""
+        if self._server is None:
+            await self.start()
+        assert self._server is not None
+        await self._server.serve_forever()
+
+    async def aclose(self) -> None:
+        """Stop accepting, close every connection (their instances close too)."""
+        if self._server is not None:
+            self._server.close()
+            await self._server.wait_closed()
+
+    # ------------------------------------------------------------------ HTTP
+    def _process_request(self, connection: ServerConnection, request: Request) -> Response | None:
+        path = request.path.split("?", 1)[0]
+        if path in ("/ws", "/batch"):
+            if "upgrade" not in request.headers.get("Connection", "").lower():
+                return _json_response(
+                    connection, http.HTTPStatus.UPGRADE_REQUIRED, '{"detail":"WebSocket endpoint"}'
+                )
+            return None
+        body = {"/health": '{"status":"healthy"}', "/schema": self._schema, "/metadata": self._metadata}.get(path)
+        if body is None:
+            return _json_response(connection, http.HTTPStatus.NOT_FOUND, '{"detail":"Not Found"}')
+        return _json_response(connection, http.HTTPStatus.OK, body)
+
+    # ------------------------------------------------------------------ sessions
+    def _acquire(self, n: int = 1) -> int:
+        """Reserve up to ``n`` instances; return how many were granted."""
+        granted = max(0, min(n, self.config.max_sessions - self.active))
+        self.active += granted
+        return granted
+
+    def _release(self, n: int = 1) -> None:
+        self.active -= n
+
+    def _create(self) -> Any:
+        try:
+            return self.env_factory()
+        except Exception as exc:
+            raise _FactoryFailed(self.name, exc) from exc
+
+    async def _handle(self, connection: ServerConnection) -> None:
+        assert connection.request is not None
+        path = connection.request.path.split("?", 1)[0]
+        try:
+            if path == "/batch":
+                await self._serve_batch(connection)
+            else:
+                await self._serve_json(connection)
+        except ConnectionClosed:
+            pass
+
+    # ---- OpenEnv JSON /ws: one instance per connection
+    async def _serve_json(self, connection: ServerConnection) -> None:
+        session = op.ServerSession()
+        env: Any = None
+        if not self._acquire():
+            session.send_error(
+                op.ErrorCode.CAPACITY_REACHED,
+                str(_CapacityFull(self.active, self.config.max_sessions)),
+                active_sessions=self.active,
+                max_sessions=self.config.max_sessions,
+            )
+            await _flush_and_close(connection, session.data_to_send())
+            return
+        try:
+            try:
+                env = self._create()
+            except _FactoryFailed as exc:
+                session.send_error(op.ErrorCode.FACTORY_ERROR, str(exc), factory_name=exc.factory)
+                await _flush_and_close(connection, session.data_to_send())
+                return
+            async for frame in connection:
+                session.receive_data(frame)
+                for request in session.events_received():
+                    self._answer_json(env, session, request)
+                for out in session.data_to_send():
+                    await connection.send(out)
+                if session.closed:
+                    break
+        finally:
+            if env is not None:
+                _close_env(env)
+            self._release()
+            await connection.close()
+
+    def _answer_json(self, env: Any, session: op.ServerSession, request: op.Request) -> None:
+        if isinstance(request, op.CloseRequest):
+            return
+        try:
+            if isinstance(request, op.StateRequest):
+                session.send_state(_dump_state(env.state))
+                return
+            if isinstance(request, op.ResetRequest):
+                obs = env.reset(**self._reset_filter(request.kwargs))
+            else:
+                obs = env.step(self.models.action.model_validate(request.action))
+            fields, reward, done, metadata = _split_observation(obs, keep_metadata=True)
+            session.send_observation(fields, reward, done, metadata)
+        except ValidationError as exc:
+            session.send_error(
+                op.ErrorCode.VALIDATION_ERROR, "Invalid message", errors=_errors(exc)
+            )
+        except Exception as exc:
+            logger.debug("environment raised", exc_info=True)
+            session.send_error(op.ErrorCode.EXECUTION_ERROR, str(exc) or type(exc).__name__)
+
+    # ---- batched protocol: many instances per connection
+    async def _serve_batch(self, connection: ServerConnection) -> None:
+        conn = bp.BatchServer(max_frame=self.config.max_frame)
+        slots: dict[int, Any] = {}
+        try:
+            async for frame in connection:
+                conn.receive_data(frame)
+                for event in conn.events_received():
+                    if isinstance(event, bp.HelloRequestReceived):
+                        conn.send_hello(
+                            server=SERVER_NAME, env=self.name, max_slots=self.config.max_sessions
+                        )
+                    else:
+                        conn.send_results(event, self._run_batch(event, slots))
+                for out in conn.data_to_send():
+                    await connection.send(out)
+        finally:
+            for env in slots.values():
+                _close_env(env)
+            self._release(len(slots))
+
+    def _run_batch(
+        self, request: bp.BatchRequestReceived, slots: dict[int, Any]
+    ) -> list[bp.SlotResult | bp.SlotError | None]:
+        op_ = request.op
+        if op_ is bp.Op.OPEN:
+            return self._open_slots(request.slots, slots)
+        results: list[bp.SlotResult | bp.SlotError | None] = []
+        args = request.args or (None,) * len(request.slots)
+        action_model = self.models.action
+        for slot, arg in zip(request.slots, args, strict=True):
+            env = slots.get(slot)
+            if env is None:
+                results.append(bp.SlotError(bp.SlotErrorCode.NO_SUCH_SLOT.value, f"slot {slot} is not open"))
+                continue
+            try:
+                if op_ is bp.Op.STEP:
+                    assert arg is not None
+                    results.append(_slot_result(env.step(action_model.model_validate(arg))))
+                elif op_ is bp.Op.RESET:
+                    assert arg is not None
+                    results.append(_slot_result(env.reset(**self._reset_filter(arg))))
+                elif op_ is bp.Op.STATE:
+                    results.append(bp.SlotResult(observation=_dump_state(env.state)))
+                else:  # CLOSE
+                    del slots[slot]
+                    self._release()
+                    _close_env(env)
+                    results.append(None)
+            except ValidationError as exc:
+                results.append(
+                    bp.SlotError(op.ErrorCode.VALIDATION_ERROR.value, "Invalid message", {"errors": _errors(exc)})
+                )
+            except Exception as exc:
+                logger.debug("environment raised", exc_info=True)
+                results.append(bp.SlotError(op.ErrorCode.EXECUTION_ERROR.value, str(exc) or type(exc).__name__))
+        return results
+
+    def _open_slots(
+        self, wanted: tuple[int, ...], slots: dict[int, Any]
+    ) -> list[bp.SlotResult | bp.SlotError | None]:
+        results: list[bp.SlotResult | bp.SlotError | None] = []
+        for slot in wanted:
+            if slot in slots:
+                results.append(bp.SlotError(bp.SlotErrorCode.SLOT_IN_USE.value, f"slot {slot} is already open"))
+                continue
+            if not self._acquire():
+                full = _CapacityFull(self.active, self.config.max_sessions)
+                results.append(
+                    bp.SlotError(
+                        op.ErrorCode.CAPACITY_REACHED.value,
+                        str(full),
+                        {"active_sessions": full.active, "max_sessions": full.limit},
+                    )
+                )
+                continue
+            try:
+                slots[slot] = self._create()
+            except _FactoryFailed as exc:
+                self._release()
+                results.append(
+                    bp.SlotError(op.ErrorCode.FACTORY_ERROR.value, str(exc), {"factory_name": exc.factory})
+                )
+                continue
+            results.append(None)
+        return results
+
+
+class _FactoryFailed(Exception):
+    def __init__(self, factory: str, cause: BaseException) -> None:
+        super().__init__(f"Environment factory '{factory}' failed to create instance: {cause}")
+        self.factory = factory
+
+
+def _select_subprotocol(connection: ServerConnection, offered: Any) -> Subprotocol | None:
+    assert connection.request is not None
+    if connection.request.path.split("?", 1)[0] == "/batch" and bp.SUBPROTOCOL in offered:
+        return Subprotocol(bp.SUBPROTOCOL)
+    return None
+
+
+def _json_response(connection: ServerConnection, status: http.HTTPStatus, body: str) -> Response:
+    response = connection.respond(status, body)
+    headers = Headers(response.headers)
+    headers["Content-Type"] = "application/json"
+    return Response(response.status_code, response.reason_phrase, headers, response.body)
+
+
+async def _flush_and_close(connection: ServerConnection, frames: list[str]) -> None:
+    with contextlib.suppress(ConnectionClosed):
+        for frame in frames:
+            await connection.send(frame)
+    await connection.close()
+
+
+def _close_env(env: Any) -> None:
+    close = getattr(env, "close", None)
+    if callable(close):
+        try:
+            close()
+        except Exception:
+            logger.warning("environment close() raised", exc_info=True)
+
+
+def _errors(exc: ValidationError) -> list[Any]:
+    return json.loads(exc.json(include_url=False))  # type: ignore[no-any-return]
+
+
+_OBS_EXCLUDE = frozenset({"reward", "done"})
+_OBS_EXCLUDE_META = frozenset({"reward", "done", "metadata"})
+
+
+def _split_observation(
+    obs: Any, *, keep_metadata: bool
+) -> tuple[dict[str, Any], float | None, bool, dict[str, Any] | None]:
+    """Observation model -> (fields, reward, done, metadata) as OpenEnv serialises it."""
+    fields = obs.model_dump(exclude=_OBS_EXCLUDE if keep_metadata else _OBS_EXCLUDE_META)
+    metadata = getattr(obs, "metadata", None) or None
+    reward = obs.reward
+    return fields, None if reward is None else float(reward), bool(obs.done), metadata
+
+
+def _slot_result(obs: Any) -> bp.SlotResult:
+    fields, reward, done, metadata = _split_observation(obs, keep_metadata=False)
+    return bp.SlotResult(fields, reward, done, metadata)
+
+
+def _dump_state(state: Any) -> dict[str, Any]:
+    if isinstance(state, BaseModel):
+        return state.model_dump()
+    return dict(state) if state else {}
+
+
+def _reset_kwargs_filter(env_factory: Callable[[], Any]) -> Callable[[Mapping[str, Any]], dict[str, Any]]:
+    """Keep only the kwargs ``reset`` accepts; drop the rest silently, as OpenEnv does."""
+    reset = getattr(env_factory, "reset", None)
+    try:
+        params = inspect.signature(reset).parameters.values() if reset else ()
+    except (TypeError, ValueError):
+        params = ()
+    if not params or any(p.kind is p.VAR_KEYWORD for p in params):
+        return dict
+    names = {p.name for p in params if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)}
+    names.discard("self")
+    return lambda kwargs: {k: v for k, v in kwargs.items() if k in names}
+
+
+async def run_server(env_factory: Callable[[], Any], config: ServerConfig, on_ready: Callable[[str], None]) -> None:
+    """Start a server, report its URL through ``on_ready``, serve until cancelled."""
+    server = EnvServer(env_factory, config)
+    await server.start()
+    on_ready(server.url)
+    try:
+        await asyncio.Future()
+    finally:
+        await server.aclose()

@@ -1,0 +1,113 @@
+"""The environment interface the server runtime hosts, after OpenEnv's ``Environment``.
+
+An environment class is written once and served over both wire protocols. It follows
+OpenEnv's interface, so a class written against ``openenv.core.env_server.Environment``
+is hosted unchanged (duck typing: only the methods below are used)::
+
+    class MyEnv(Environment[MyAction, MyObservation, State]):
+        action_type = MyAction
+        observation_type = MyObservation
+
+        def reset(self, seed=None, episode_id=None, **kwargs) -> MyObservation: ...
+        def step(self, action: MyAction) -> MyObservation: ...   # obs carries done, reward
+        @property
+        def state(self) -> State: ...
+
+The Pydantic base models match OpenEnv's field for field, so ``/schema`` and the wire
+payloads are the same as an OpenEnv server's.
+"""
+
+from __future__ import annotations
+
+import abc
+from typing import Any, ClassVar, Generic, TypeVar
+
+from pydantic import BaseModel, ConfigDict, Field
+
+__all__ = [
+    "Action",
+    "Environment",
+    "EnvironmentMetadata",
+    "Observation",
+    "State",
+]
+
+
+class Action(BaseModel):
+    """Base of every action: unknown fields are rejected (OpenEnv: ``extra="forbid"``)."""
+
+    model_config = ConfigDict(extra="forbid", validate_assignment=True, arbitrary_types_allowed=True)
+
+    metadata: dict[str, Any] = Field(default_factory=dict)
+
+
+class Observation(BaseModel):
+    """Base of every observation; ``done`` and ``reward`` travel beside the other fields."""
+
+    model_config = ConfigDict(extra="forbid", validate_assignment=True, arbitrary_types_allowed=True)
+
+    done: bool = False
+    reward: bool | int | float | None = None
+    metadata: dict[str, Any] = Field(default_factory=dict)
+
+
+class State(BaseModel):
+    """Base of every state: extra fields allowed (OpenEnv: ``extra="allow"``)."""
+
+    model_config = ConfigDict(extra="allow", validate_assignment=True, arbitrary_types_allowed=True)
+
+    episode_id: str | None = None
+    step_count: int = Field(default=0, ge=0)
+
+
+class EnvironmentMetadata(BaseModel):
+    """What ``GET /metadata`` returns (OpenEnv's ``EnvironmentMetadata``)."""
+
+    name: str
+    description: str
+    readme_content: str | None = None
+    version: str | None = None
+    author: str | None = None
+    documentation_url: str | None = None
+
+
+ActT = TypeVar("ActT", bound=Action)
+ObsT = TypeVar("ObsT", bound=Observation)
+StateT = TypeVar("StateT", bound=State)
+
+
+class Environment(abc.ABC, Generic[ActT, ObsT, StateT]):
+    """One environment instance; the server creates one per session or batched slot.
+
+    Class attributes:
+        action_type: Pydantic model of an action (validated from the wire).
+        observation_type: Pydantic model of an observation (``/schema``).
+        state_type: Pydantic model of the state (``/schema``).
+        SUPPORTS_CONCURRENT_SESSIONS: Whether many instances may live in one process.
+    """
+
+    action_type: ClassVar[type[Action]] = Action
+    observation_type: ClassVar[type[Observation]] = Observation
+    state_type: ClassVar[type[State]] = State
+    SUPPORTS_CONCURRENT_SESSIONS: ClassVar[bool] = True
+
+    @abc.abstractmethod
+    def reset(self, seed: int | None = None, episode_id: str | None = None, **kwargs: Any) -> ObsT:
+        """Start a new episode and return its first observation."""
+
+    @abc.abstractmethod
+    def step(self, action: ActT) -> ObsT:
+        """Apply one action; the observation carries ``done`` and ``reward``."""
+
+    @property
+    @abc.abstractmethod
+    def state(self) -> StateT:
+        """The current state (episode id, step count, env-specific fields)."""
+
+    def get_metadata(self) -> EnvironmentMetadata:
+        """Describe the environment (served at ``GET /metadata``)."""
+        name = type(self).__name__
+        return EnvironmentMetadata(name=name, description=f"{name} environment")
+
+    def close(self) -> None:  # noqa: B027 - optional hook, empty by default
+        """Release resources; called once when the session or slot closes."""

@@ -1,0 +1,102 @@
+"""Find an environment class by name and the Pydantic models it speaks.
+
+``wordle`` / ``echo`` / ``catch`` name the environments we ship; ``package.module:Class``
+names any class following OpenEnv's ``Environment`` interface, including classes written
+against ``openenv.core.env_server.Environment``.
+"""
+
+from __future__ import annotations
+
+import importlib
+import inspect
+import typing
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from pydantic import BaseModel
+
+from openenv_gym.exceptions import ConfigurationError
+from openenv_gym.server.environment import Observation, State
+
+__all__ = ["BUILTIN_SERVERS", "EnvModels", "load_env", "resolve_models"]
+
+BUILTIN_SERVERS: dict[str, str] = {
+    "wordle": "openenv_gym_servers.wordle:WordleEnvironment",
+    "echo": "openenv_gym_servers.echo:EchoEnvironment",
+    "catch": "openenv_gym_servers.catch:CatchEnvironment",
+}
+
+
+@dataclass(frozen=True, slots=True)
+class EnvModels:
+    """The Pydantic models of an environment's action, observation and state."""
+
+    action: type[BaseModel]
+    observation: type[BaseModel]
+    state: type[BaseModel]
+
+
+def load_env(spec: str) -> Callable[[], Any]:
+    """Import an environment class from a built-in name or ``module:attribute``.
+
+    Raises:
+        ConfigurationError: Unknown name, missing module or attribute.
+    """
+    target = BUILTIN_SERVERS.get(spec.lower(), spec)
+    module_name, sep, attr = target.partition(":")
+    if not sep or not module_name or not attr:
+        known = ", ".join(sorted(BUILTIN_SERVERS))
+        raise ConfigurationError(f"unknown environment {spec!r}: use one of {known} or module:Class")
+    try:
+        module = importlib.import_module(module_name)
+    except ImportError as exc:
+        raise ConfigurationError(f"cannot import {module_name!r}: {exc}") from exc
+    obj: Any = module
+    for part in attr.split("."):
+        try:
+            obj = getattr(obj, part)
+        except AttributeError:
+            raise ConfigurationError(f"{module_name!r} has no attribute {attr!r}") from None
+    if not callable(obj):
+        raise ConfigurationError(f"{spec!r} is not a class or factory")
+    return obj  # type: ignore[no-any-return]
+
+
+def _hinted(func: Any, name: str) -> Any:
+    try:
+        hints = typing.get_type_hints(func)
+    except Exception:
+        return None
+    return hints.get(name)
+
+
+def _model(value: Any) -> type[BaseModel] | None:
+    return value if inspect.isclass(value) and issubclass(value, BaseModel) else None
+
+
+def resolve_models(env_factory: Callable[[], Any]) -> EnvModels:
+    """Read the models from ``action_type`` / ``observation_type`` / ``state_type``,
+    falling back to the type hints of ``step`` / ``reset`` / ``state`` (OpenEnv classes).
+
+    Raises:
+        ConfigurationError: No action model can be found.
+    """
+    action = _model(getattr(env_factory, "action_type", None))
+    step = getattr(env_factory, "step", None)
+    if action is None and step is not None:
+        action = _model(_hinted(step, "action"))
+    if action is None:
+        raise ConfigurationError(
+            f"cannot tell the action model of {env_factory!r}: set `action_type` on the class "
+            "or annotate step(self, action: MyAction)"
+        )
+    observation = _model(getattr(env_factory, "observation_type", None))
+    if observation is None and step is not None:
+        observation = _model(_hinted(step, "return"))
+    state = _model(getattr(env_factory, "state_type", None))
+    prop = getattr(env_factory, "state", None)
+    if state is None and isinstance(prop, property):
+        state = _model(_hinted(prop.fget, "return"))
+    return EnvModels(action, observation or Observation, state or State)
+

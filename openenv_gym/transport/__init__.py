@@ -1,0 +1,1 @@
+"""Transport: the asyncio driver on one background loop thread, and the sync facade."""

@@ -1,0 +1,172 @@
+"""The sync facade: one environment session, over the batched protocol or JSON ``/ws``.
+
+:func:`open_session` discovers what the server speaks (``docs/protocol.md`` section 1.2):
+with ``protocol="auto"`` it tries ``/batch`` and falls back to OpenEnv's ``/ws``. The
+returned :class:`Session` blocks the calling thread while the work runs on the
+background loop (:mod:`openenv_gym.transport.loop`).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping
+from typing import Any, Literal
+
+from openenv_gym.config import Timeouts, env_str
+from openenv_gym.exceptions import ConfigurationError, UsageError
+from openenv_gym.protocol import batch as bp
+from openenv_gym.protocol.openenv import ObservationReceived
+from openenv_gym.transport import loop
+from openenv_gym.transport.connection import (
+    BatchConnection,
+    BatchUnsupportedError,
+    JsonSession,
+    slot_error,
+)
+
+__all__ = ["Protocol", "Session", "StepReply", "open_session", "resolve_protocol"]
+
+logger = logging.getLogger("openenv_gym.transport")
+
+Protocol = Literal["auto", "batch", "json"]
+StepReply = ObservationReceived
+"""One reset/step result: ``observation`` (dict), ``reward`` (float or None), ``done``,
+``metadata`` (dict or None)."""
+
+
+def resolve_protocol(protocol: str | None) -> Protocol:
+    """Validate a protocol name; ``None`` reads ``OPENENV_GYM_PROTOCOL`` (default auto)."""
+    value = protocol or env_str("OPENENV_GYM_PROTOCOL", "auto") or "auto"
+    if value not in ("auto", "batch", "json"):
+        raise ConfigurationError(f"protocol must be 'auto', 'batch' or 'json', got {value!r}")
+    return value  # type: ignore[return-value]
+
+
+class _BatchSlot:
+    """One slot of a :class:`BatchConnection` that this session owns alone."""
+
+    def __init__(self, conn: BatchConnection, slot: int) -> None:
+        self.conn = conn
+        self.slot = slot
+
+    @property
+    def closed(self) -> bool:
+        return self.conn.closed or self.slot not in self.conn.open_slots
+
+    async def _one(self, op_: bp.Op, arg: Mapping[str, Any] | None = None) -> bp.BatchReplyReceived:
+        reply = await self.conn.call(op_, [self.slot], None if arg is None else [arg])
+        error = reply.errors.get(self.slot)
+        if error is not None:
+            raise slot_error(error)
+        return reply
+
+    async def _obs(self, op_: bp.Op, arg: Mapping[str, Any]) -> ObservationReceived:
+        reply = await self._one(op_, arg)
+        reward = float(reply.rewards[0])
+        obs = reply.observations[0]
+        assert obs is not None
+        return ObservationReceived(
+            obs, None if reward != reward else reward, bool(reply.dones[0]), reply.metadata[0]
+        )
+
+    async def reset(self, **kwargs: Any) -> ObservationReceived:
+        return await self._obs(bp.Op.RESET, kwargs)
+
+    async def step(self, action: Mapping[str, Any]) -> ObservationReceived:
+        return await self._obs(bp.Op.STEP, action)
+
+    async def state(self) -> dict[str, Any]:
+        state = (await self._one(bp.Op.STATE)).observations[0]
+        assert state is not None
+        return state
+
+    async def aclose(self) -> None:
+        await self.conn.aclose()
+
+
+async def _connect(
+    base_url: str, protocol: Protocol, timeouts: Timeouts, headers: Mapping[str, str] | None
+) -> JsonSession | _BatchSlot:
+    if protocol != "json":
+        try:
+            conn = await BatchConnection.connect(base_url, timeouts, headers)
+        except BatchUnsupportedError:
+            if protocol == "batch":
+                raise
+            logger.info("%s does not speak the batched protocol; using OpenEnv /ws", base_url)
+        else:
+            try:
+                reply = await conn.call(bp.Op.OPEN, [0])
+                if 0 in reply.errors:
+                    raise slot_error(reply.errors[0])
+            except BaseException:
+                await conn.aclose()
+                raise
+            return _BatchSlot(conn, 0)
+    return await JsonSession.connect(base_url, timeouts, headers)
+
+
+class Session:
+    """A blocking handle on one environment session. Create with :func:`open_session`.
+
+    Every method raises :mod:`openenv_gym.exceptions` errors only. After a timeout, a
+    lost connection or a session-ending server error, the session is closed and further
+    calls raise :class:`UsageError`.
+    """
+
+    def __init__(self, impl: JsonSession | _BatchSlot, base_url: str) -> None:
+        self._impl = impl
+        self.base_url = base_url
+        self.protocol: Protocol = "json" if isinstance(impl, JsonSession) else "batch"
+
+    @property
+    def closed(self) -> bool:
+        """Whether the session is over."""
+        return self._impl.closed
+
+    def _check(self) -> None:
+        if self._impl.closed:
+            raise UsageError(f"the session with {self.base_url} is closed")
+
+    def reset(self, **kwargs: Any) -> StepReply:
+        """Start an episode (``seed``, ``episode_id`` and env-specific kwargs)."""
+        self._check()
+        return loop.run(self._impl.reset(**kwargs))
+
+    def step(self, action: Mapping[str, Any]) -> StepReply:
+        """Apply one action, given as the fields of the env's action model."""
+        self._check()
+        return loop.run(self._impl.step(action))
+
+    def state(self) -> dict[str, Any]:
+        """Read the environment's state."""
+        self._check()
+        return loop.run(self._impl.state())
+
+    def close(self) -> None:
+        """Close the session. Idempotent."""
+        loop.run(self._impl.aclose())
+
+
+def open_session(
+    base_url: str,
+    *,
+    protocol: str | None = None,
+    timeouts: Timeouts | None = None,
+    headers: Mapping[str, str] | None = None,
+) -> Session:
+    """Open one environment session on an OpenEnv or openenv-gym server.
+
+    Args:
+        base_url: ``http(s)://`` or ``ws(s)://`` URL of the server (a path prefix is kept).
+        protocol: ``"auto"`` (batched if offered, else JSON), ``"batch"`` or ``"json"``.
+        timeouts: Connect / step / close timeouts (default: :meth:`Timeouts.from_env`).
+        headers: Extra HTTP headers for the upgrade (e.g. ``Authorization``).
+
+    Raises:
+        ConnectError: The server is unreachable (or, with ``protocol="batch"``, does not
+            speak the batched protocol).
+        ServerError: The server refused the session (e.g. :class:`CapacityError`).
+    """
+    chosen = resolve_protocol(protocol)
+    return Session(loop.run(_connect(base_url, chosen, timeouts or Timeouts.from_env(), headers)), base_url)
