@@ -101,6 +101,8 @@ class OpenEnvEnv(gymnasium.Env[Any, Any]):
             self._provider.close()
             raise
         self.base_url = url
+        self.protocol: str = self._session.protocol
+        """``"batch"`` or ``"json"``: what the session speaks."""
 
     @property
     def session(self) -> Session:
@@ -108,11 +110,6 @@ class OpenEnvEnv(gymnasium.Env[Any, Any]):
         if self._session is None:
             raise UsageError("the environment is closed")
         return self._session
-
-    @property
-    def protocol(self) -> str:
-        """``"batch"`` or ``"json"``: what the session speaks."""
-        return self.session.protocol
 
     def reset(
         self, *, seed: int | None = None, options: dict[str, Any] | None = None
@@ -179,15 +176,6 @@ class OpenEnvEnv(gymnasium.Env[Any, Any]):
             if provider is not None:
                 provider.close()
         super().close()
-
-    def __del__(self) -> None:
-        # Providers also stop their servers on garbage collection and at exit; this
-        # only closes the socket early when an env is dropped without close().
-        if getattr(self, "_session", None) is not None:
-            try:
-                self.close()
-            except Exception:  # noqa: S110 - best effort during garbage collection
-                pass
 
 
 _PRIMARY_FIELD = {"echo": "echoed_message", "catch": "info_state"}

@@ -11,13 +11,13 @@ import asyncio
 import contextlib
 import os
 import threading
-from collections.abc import Coroutine
+from collections.abc import Callable, Coroutine
 from typing import Any, TypeVar
 
 from openenv_gym.config import env_flag
 from openenv_gym.exceptions import UsageError
 
-__all__ = ["get_loop", "run"]
+__all__ = ["call_soon", "get_loop", "run"]
 
 T = TypeVar("T")
 
@@ -79,6 +79,22 @@ def run(coro: Coroutine[Any, Any, T]) -> T:
             with contextlib.suppress(BaseException):
                 future.result(timeout=1.0)
         raise
+
+
+def call_soon(factory: Callable[[], Coroutine[Any, Any, Any]]) -> None:
+    """Schedule ``factory()`` on the loop without waiting (safe from finalizers).
+
+    Does nothing if the loop thread is not running (e.g. at interpreter exit).
+    """
+    loop, thread = _loop, _thread
+    if loop is None or thread is None or not thread.is_alive() or loop.is_closed():
+        return
+
+    def _start() -> None:
+        loop.create_task(factory())
+
+    with contextlib.suppress(RuntimeError):
+        loop.call_soon_threadsafe(_start)
 
 
 def _after_fork_in_child() -> None:

@@ -9,6 +9,7 @@ background loop (:mod:`openenv_gym.transport.loop`).
 from __future__ import annotations
 
 import logging
+import weakref
 from collections.abc import Mapping
 from typing import Any, Literal
 
@@ -118,6 +119,8 @@ class Session:
         self._impl = impl
         self.base_url = base_url
         self.protocol: Protocol = "json" if isinstance(impl, JsonSession) else "batch"
+        # dropped without close(): close the socket on the loop, never blocking the GC
+        self._finalizer = weakref.finalize(self, loop.call_soon, impl.aclose)
 
     @property
     def closed(self) -> bool:
@@ -145,6 +148,7 @@ class Session:
 
     def close(self) -> None:
         """Close the session. Idempotent."""
+        self._finalizer.detach()
         loop.run(self._impl.aclose())
 
 
