@@ -1,0 +1,371 @@
+"""Wordle, played as TextArena 0.7.4's ``Wordle-v0`` served by OpenEnv's ``textarena_env``.
+
+Rules (TextArena's): a secret five-letter word, six guesses. The guess is the first
+``[word]`` in the action's message, lower-cased; a message with no square bracket at all is a
+bare guess (TextArena's ``ActionFormattingWrapper``). Each valid guess gets ``G``/``Y``/``X``
+feedback (see :func:`~openenv_gym_servers.wordle.words.score_guess`). A move is invalid when it
+has no ``[word]``, the word is not five letters, it was guessed before, or it is not in the word
+list. TextArena allows one error: the first invalid move only earns a ``GAME_ADMIN`` warning
+and uses no guess; a second invalid move in a row ends the game. A valid guess clears the
+count.
+
+Rewards: ``0.0`` on reset and on every step that does not end the game; ``1.0`` for guessing
+the word; otherwise, when the game ends (six guesses used, or the second invalid move in a row)
+the completion of the latest valid guess, ``(greens + 0.5 * yellows) / 5``.
+
+``info["reward_signals"]`` (also in ``metadata``) carries the shaping signals of OpenEnv's
+``textarena_env/rewards.py`` after every step:
+
+- ``wordle.greens``, ``wordle.yellows``: greens and yellows of the latest valid guess, over 5
+  (``0.0`` before the first one).
+- ``wordle.repetitions``: ``1.0`` minus how many times the same ``[word]`` was submitted
+  earlier in the episode, valid or not (``1.0`` new, ``0.0`` once repeated, negative after);
+  ``1.0`` when the message holds no ``[word]``.
+- ``wordle.correct``: the step's reward, as upstream (``1.0`` on a win, the completion on a
+  loss, ``0.0`` before the end).
+
+Where this differs from OpenEnv's server, on purpose:
+
+- ``reset(seed=...)`` is honoured with a per-instance ``random.Random``: the same seed gives
+  the same secret word, sessions never share or disturb a global RNG, and ``seed=None``
+  continues the instance's own stream. Nothing is downloaded; the word lists ship in ``data/``
+  and are read once per process (guesses are checked against Webster's ``web2``, not Hunspell
+  and NLTK, so a few words are judged differently).
+- ``messages`` is the typed transcript (``PROMPT``, ``PLAYER_ACTION``, ``GAME_MESSAGE``,
+  ``GAME_ADMIN``; sender ``-1`` is the game, ``0`` the player). Upstream flattens it into one
+  ``MESSAGE`` string of ``[GAME] ...`` lines, and its ``prompt`` becomes ``"Wordle-v0"`` after
+  the first turn; here ``prompt`` is always the instructions.
+- ``wordle.greens``/``wordle.yellows`` on a winning step count the winning guess (upstream
+  reads the previous guess's feedback, as a win prints none).
+- ``metadata`` has ``env_id``, ``turn`` and ``reward_signals``, but not ``raw_messages`` (a
+  copy of ``messages``).
+- A step after the game ended is ignored: it returns the final transcript again with
+  ``done=True`` and ``reward=0.0`` (upstream would keep playing on a finished board).
+"""
+
+from __future__ import annotations
+
+import random
+import re
+import uuid
+from typing import Any, ClassVar
+
+from openenv_gym.server.environment import Environment, EnvironmentMetadata
+from openenv_gym_servers.wordle.models import (
+    WordleAction,
+    WordleMessage,
+    WordleObservation,
+    WordleState,
+)
+from openenv_gym_servers.wordle.words import score_guess, secret_words, valid_words
+
+__all__ = ["WordleEnvironment"]
+
+ENV_ID = "Wordle-v0"
+WORD_LENGTH = 5
+NUM_GUESSES = 6
+ERROR_ALLOWANCE = 1
+GAME_ID = -1
+PLAYER_ID = 0
+
+_GUESS = re.compile(r"\[(\w+)\]")
+# TextArena strips role tags ("[Player]", "[GAME]") from the echoed player action.
+_ROLE_TAGS = ("[Player]", "[GAME]")
+
+_PROMPT_TEXT = (
+    "You are Playing Wordle.\n"
+    f"A secret {WORD_LENGTH}-letter word has been chosen. "
+    f"You have {NUM_GUESSES} attempts to guess it.\n"
+    "For each guess, wrap your word in square brackets (e.g., '[apple]').\n"
+    "Feedback for each letter will be given as follows:\n"
+    "  - G (green): correct letter in the correct position\n"
+    "  - Y (yellow): letter exists in the word but in the wrong position\n"
+    "  - X (wrong): letter is not in the word\n"
+    "Enter your guess to begin.\n"
+)
+_PROMPT = _PROMPT_TEXT.strip()
+_PROMPT_MESSAGE = WordleMessage(sender_id=GAME_ID, content=_PROMPT_TEXT, category="PROMPT")
+_NO_BRACKETS = (
+    "You tried submitting a word in the wrong format. Please make sure to use squared brackets."
+)
+_WIN_REASON = "Congratulations! You guessed the word correctly!"
+
+_DESCRIPTION = (
+    "Wordle as TextArena's Wordle-v0: guess a secret five-letter word in six tries, with "
+    "G/Y/X letter feedback. Wire-compatible with OpenEnv's textarena_env; reset(seed=...) is "
+    "reproducible and nothing is downloaded."
+)
+
+
+class WordleEnvironment(Environment[WordleAction, WordleObservation, WordleState]):
+    """One game of Wordle per episode; see the module docstring for rules and rewards.
+
+    Takes no arguments. Construction is cheap (no I/O): the word lists are loaded once per
+    process, on first use, and shared.
+
+    Example:
+        >>> env = WordleEnvironment()
+        >>> obs = env.reset(seed=7)
+        >>> obs.done, obs.reward, obs.messages[0].category
+        (False, 0.0, 'PROMPT')
+        >>> secret = env.state.raw_state["game_state"]["secret_word"]
+        >>> obs = env.step(WordleAction(message=f"[{secret}]"))
+        >>> obs.done, obs.reward
+        (True, 1.0)
+    """
+
+    action_type: ClassVar[type[WordleAction]] = WordleAction
+    observation_type: ClassVar[type[WordleObservation]] = WordleObservation
+    state_type: ClassVar[type[WordleState]] = WordleState
+    SUPPORTS_CONCURRENT_SESSIONS: ClassVar[bool] = True
+
+    def __init__(self) -> None:
+        self._rng = random.Random()
+        self._episode_id: str | None = None
+        self._step_count = 0
+        self._secret = ""
+        self._history: list[tuple[str, tuple[str, ...]]] = []
+        self._messages: list[WordleMessage] = []
+        self._submitted: dict[str, int] = {}
+        self._error_count = 0
+        self._turn = 0
+        self._done = False
+        self._invalid_end = False
+        self._reason: str | None = None
+        self._final_reward: float | None = None
+        self._last_reward = 0.0
+        self._last_signals: dict[str, float] = {}
+        # A game is ready without reset(), as upstream's constructor resets.
+        self._new_game(episode_id=None)
+
+    def reset(
+        self, seed: int | None = None, episode_id: str | None = None, **kwargs: Any
+    ) -> WordleObservation:
+        """Start a new game and return its first observation.
+
+        Args:
+            seed: Reseeds this instance's RNG, so the same seed draws the same secret word;
+                ``None`` draws from the instance's current stream.
+            episode_id: Id of the new episode; a random UUID when ``None``.
+            **kwargs: Accepted and ignored, as OpenEnv does.
+
+        Returns:
+            The prompt, with ``reward=0.0`` and ``done=False``.
+        """
+        if seed is not None:
+            self._rng.seed(seed)
+        self._new_game(episode_id=episode_id)
+        return self._observation(reward=0.0, info=self._info())
+
+    def step(self, action: WordleAction) -> WordleObservation:
+        """Play one message; see the module docstring for what counts as a valid guess.
+
+        Args:
+            action: The player's message.
+
+        Returns:
+            The transcript so far, with the step's reward, ``done`` and ``info``.
+        """
+        self._step_count += 1
+        if self._done:
+            self._last_reward = 0.0
+            self._last_signals = {}
+            return self._observation(reward=0.0, info=self._info())
+
+        message = action.message
+        if "[" not in message and "]" not in message:
+            message = f"[{message}]"
+        shown = message
+        for tag in _ROLE_TAGS:
+            shown = shown.replace(tag, "")
+        self._add_message(PLAYER_ID, shown, "PLAYER_ACTION")
+
+        match = _GUESS.search(message)
+        word = match.group(1).lower() if match is not None else None
+        earlier = 0
+        if word is not None:
+            earlier = self._submitted.get(word, 0)
+            self._submitted[word] = earlier + 1
+
+        reward = 0.0
+        problem = _NO_BRACKETS if word is None else self._problem(word)
+        if word is not None and problem is None:
+            reward = self._play(word)
+        elif self._error_count < ERROR_ALLOWANCE:
+            self._error_count += 1
+            self._add_message(
+                GAME_ID,
+                f"You attempted an invalid move. Reason: {problem} Please resubmit a valid "
+                "move and remember to follow the game rules to avoid penalties.",
+                "GAME_ADMIN",
+            )
+        else:
+            self._turn += 1  # TextArena counts the move that loses the game as a turn
+            reward = self._completion()
+            self._finish(reward, reason=f"Invalid Move: {problem}", invalid=True)
+
+        self._last_reward = reward
+        self._last_signals = self._reward_signals(reward, repeats=earlier)
+        return self._observation(reward=reward, info=self._info())
+
+    @property
+    def state(self) -> WordleState:
+        """The session state; ``raw_state["game_state"]["secret_word"]`` holds the secret."""
+        reward = self._final_reward
+        raw: dict[str, Any] = {
+            "turn": self._turn,
+            "done": self._done,
+            "rewards": None if reward is None else {str(PLAYER_ID): reward},
+            "error_count": self._error_count,
+            "game_info": {
+                str(PLAYER_ID): {
+                    "role": f"Player {PLAYER_ID}",
+                    "invalid_move": self._invalid_end,
+                    "turn_count": self._turn,
+                    "reason": self._reason,
+                }
+            },
+            "game_state": {
+                "secret_word": self._secret,
+                "guess_history": [[word, list(fb)] for word, fb in self._history],
+                "word_length": WORD_LENGTH,
+                "num_guesses": NUM_GUESSES,
+            },
+        }
+        if self._last_signals:
+            raw["reward_signals"] = dict(self._last_signals)
+        return WordleState(
+            episode_id=self._episode_id,
+            step_count=self._step_count,
+            env_id=ENV_ID,
+            num_players=1,
+            max_turns=None,
+            turn=self._turn,
+            last_reward=self._last_reward,
+            last_info=self._info(),
+            raw_state=raw,
+        )
+
+    def get_metadata(self) -> EnvironmentMetadata:
+        """Describe the environment (served at ``GET /metadata``)."""
+        return EnvironmentMetadata(name="WordleEnvironment", description=_DESCRIPTION)
+
+    # ------------------------------------------------------------------ helpers
+
+    def _new_game(self, episode_id: str | None) -> None:
+        self._secret = self._rng.choice(secret_words())
+        self._episode_id = episode_id if episode_id is not None else str(uuid.uuid4())
+        self._step_count = 0
+        self._history = []
+        self._messages = [_PROMPT_MESSAGE]
+        self._submitted = {}
+        self._error_count = 0
+        self._turn = 0
+        self._done = False
+        self._invalid_end = False
+        self._reason = None
+        self._final_reward = None
+        self._last_reward = 0.0
+        self._last_signals = {}
+
+    def _problem(self, word: str) -> str | None:
+        """Why ``word`` is not a valid guess (TextArena's wording), or ``None`` if it is."""
+        if len(word) != WORD_LENGTH:
+            return f"Your word must be exactly {WORD_LENGTH} letters."
+        if any(word == guessed for guessed, _ in self._history):
+            return f"You have already guessed '{word}' before. Please try a different word."
+        if word not in valid_words():
+            return f"'{word}' is not an English word."
+        return None
+
+    def _play(self, word: str) -> float:
+        """Score a valid guess and return the step's reward."""
+        self._error_count = 0
+        self._turn += 1
+        feedback = score_guess(word, self._secret)
+        self._history.append((word, feedback))
+        if word == self._secret:
+            self._finish(1.0, reason=_WIN_REASON, invalid=False)
+            return 1.0
+        left = NUM_GUESSES - len(self._history)
+        self._add_message(
+            GAME_ID,
+            f"You submitted [{word}].\nFeedback:\n{' '.join(word.upper())}\n"
+            f"{' '.join(feedback)}\nYou have {left} guesses left.",
+            "GAME_MESSAGE",
+        )
+        if left > 0:
+            return 0.0
+        completion = self._completion()
+        self._finish(
+            completion,
+            reason=(
+                "The turn limit has been reached. You didn't guess the word, but your best "
+                f"guess matched {round(completion * 100)}% of the letters in the correct "
+                f"positions.\nThe secret word was: **{self._secret}**."
+            ),
+            invalid=False,
+        )
+        return completion
+
+    def _finish(self, reward: float, reason: str, invalid: bool) -> None:
+        self._done = True
+        self._final_reward = reward
+        self._reason = reason
+        self._invalid_end = invalid
+
+    def _info(self) -> dict[str, Any]:
+        """A fresh ``info`` dict for the latest step (empty after a reset)."""
+        info: dict[str, Any] = {}
+        if self._last_signals:
+            info["reward_signals"] = dict(self._last_signals)
+        if self._done:
+            info["reason"] = self._reason
+            info["invalid_move"] = self._invalid_end
+        return info
+
+    def _completion(self) -> float:
+        """``(greens + 0.5 * yellows) / 5`` of the latest valid guess (``0.0`` if none)."""
+        if not self._history:
+            return 0.0
+        feedback = self._history[-1][1]
+        return (feedback.count("G") + 0.5 * feedback.count("Y")) / WORD_LENGTH
+
+    def _reward_signals(self, reward: float, repeats: int) -> dict[str, float]:
+        greens = yellows = 0.0
+        if self._history:
+            feedback = self._history[-1][1]
+            greens = feedback.count("G") / WORD_LENGTH
+            yellows = feedback.count("Y") / WORD_LENGTH
+        return {
+            "wordle.greens": greens,
+            "wordle.yellows": yellows,
+            "wordle.repetitions": 1.0 - repeats,
+            "wordle.correct": reward,
+        }
+
+    def _add_message(self, sender_id: int, content: str, category: str) -> None:
+        """Append to the transcript, merging into the last entry if sender and category match."""
+        last = self._messages[-1] if self._messages else None
+        if last is not None and last.sender_id == sender_id and last.category == category:
+            content = last.content + content
+            self._messages.pop()
+        self._messages.append(
+            WordleMessage(sender_id=sender_id, content=content, category=category)
+        )
+
+    def _observation(self, reward: float, info: dict[str, Any]) -> WordleObservation:
+        metadata: dict[str, Any] = {"env_id": ENV_ID, "turn": self._turn}
+        signals = info.get("reward_signals")
+        if signals is not None:
+            metadata["reward_signals"] = dict(signals)
+        return WordleObservation(
+            prompt=_PROMPT,
+            messages=self._messages,
+            current_player_id=PLAYER_ID,
+            legal_players=[PLAYER_ID],
+            info=info,
+            done=self._done,
+            reward=reward,
+            metadata=metadata,
+        )

@@ -1,0 +1,73 @@
+"""The Wordle word lists and the letter-feedback rule.
+
+The lists live in ``data/`` beside this module (see ``data/README.md`` for their source and
+licence). Each is read from disk at most once per process, on first use, and then shared by
+every environment instance: opening a session never touches the disk.
+
+Example:
+    >>> score_guess("crane", "caner")
+    ('G', 'Y', 'Y', 'Y', 'Y')
+    >>> score_guess("eerie", "crane")
+    ('X', 'X', 'Y', 'X', 'G')
+    >>> "crane" in valid_words() and "crane" in secret_words()
+    True
+"""
+
+from __future__ import annotations
+
+import functools
+from importlib import resources
+
+__all__ = ["score_guess", "secret_words", "valid_words"]
+
+GREEN = "G"
+YELLOW = "Y"
+GREY = "X"
+
+
+def _read_words(name: str) -> list[str]:
+    text = resources.files(__package__).joinpath("data", name).read_text(encoding="ascii")
+    return text.split()
+
+
+@functools.cache
+def secret_words() -> tuple[str, ...]:
+    """Return the words the game draws its secret from, in a fixed (sorted) order.
+
+    The order is part of seeding: the same seed picks the same index, so the same word.
+    """
+    return tuple(_read_words("secret_words.txt"))
+
+
+@functools.cache
+def valid_words() -> frozenset[str]:
+    """Return every word accepted as a guess (always includes :func:`secret_words`)."""
+    return frozenset(_read_words("valid_words.txt")).union(secret_words())
+
+
+def score_guess(guess: str, secret: str) -> tuple[str, ...]:
+    """Return Wordle feedback for ``guess``: one of ``G``, ``Y``, ``X`` per letter.
+
+    Two passes, as in TextArena: letters in the right place are marked ``G`` first and use up
+    that letter of the secret; then, left to right, a letter still unused somewhere in the
+    secret is ``Y`` (and uses up its first unused occurrence), anything else is ``X``. So a
+    letter guessed twice is marked at most as many times as the secret holds it.
+
+    Args:
+        guess: The guessed word, same length as ``secret``.
+        secret: The secret word.
+
+    Returns:
+        The feedback, one letter per position.
+    """
+    feedback = [GREY] * len(secret)
+    unused: list[str | None] = list(secret)
+    for i, (g, s) in enumerate(zip(guess, secret, strict=True)):
+        if g == s:
+            feedback[i] = GREEN
+            unused[i] = None
+    for i, g in enumerate(guess):
+        if feedback[i] != GREEN and g in unused:
+            feedback[i] = YELLOW
+            unused[unused.index(g)] = None
+    return tuple(feedback)

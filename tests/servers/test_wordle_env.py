@@ -1,0 +1,501 @@
+"""In-process tests of the Wordle environment's game logic, seeding and wire models."""
+
+from __future__ import annotations
+
+import random
+from importlib import resources
+
+import pytest
+from pydantic import BaseModel, ValidationError
+
+from openenv_gym.server.environment import Environment
+from openenv_gym_servers.wordle import (
+    TextArenaAction,
+    TextArenaObservation,
+    WordleAction,
+    WordleEnvironment,
+    WordleMessage,
+    WordleObservation,
+    WordleState,
+)
+from openenv_gym_servers.wordle import environment as wordle_module
+from openenv_gym_servers.wordle.words import score_guess, secret_words, valid_words
+
+ADMIN_PREFIX = "You attempted an invalid move. Reason: "
+
+
+def secret_of(env: WordleEnvironment) -> str:
+    return str(env.state.raw_state["game_state"]["secret_word"])
+
+
+def play(env: WordleEnvironment, message: str) -> WordleObservation:
+    return env.step(WordleAction(message=message))
+
+
+def wrong_words(secret: str, count: int) -> list[str]:
+    """``count`` valid guesses, none equal to ``secret``, in a fixed order."""
+    return [w for w in sorted(valid_words()) if w != secret][:count]
+
+
+def completion(guess: str, secret: str) -> float:
+    feedback = score_guess(guess, secret)
+    return (feedback.count("G") + 0.5 * feedback.count("Y")) / 5
+
+
+@pytest.fixture
+def env() -> WordleEnvironment:
+    return WordleEnvironment()
+
+
+@pytest.fixture
+def crane_env(monkeypatch: pytest.MonkeyPatch) -> WordleEnvironment:
+    """An environment whose secret word is always ``crane``."""
+    monkeypatch.setattr(wordle_module, "secret_words", lambda: ("crane",))
+    env = WordleEnvironment()
+    env.reset(seed=0)
+    assert secret_of(env) == "crane"
+    return env
+
+
+# --------------------------------------------------------------------- feedback rule
+
+
+@pytest.mark.parametrize(
+    ("guess", "secret", "expected"),
+    [
+        ("crane", "crane", "GGGGG"),
+        ("react", "crane", "YYGYX"),
+        ("eerie", "crane", "XXYXG"),  # only one E in the secret: the green one takes it
+        ("llama", "hello", "YYXXX"),  # two Ls in the secret: both guessed Ls are yellow
+        ("lolly", "hello", "XYGGX"),  # greens use up both Ls before the yellow pass
+        ("geese", "these", "XXGGG"),  # green-first: the E at index 1 gets nothing
+        ("abbey", "babes", "YYGGX"),
+        ("stare", "tears", "YYGGY"),
+        ("tears", "stare", "YYGGY"),
+        ("steer", "eerie", "XXYYY"),
+        ("eerie", "steer", "YYYXX"),  # three Es guessed, two in the secret: third is X
+        ("mummy", "crane", "XXXXX"),
+    ],
+)
+def test_score_guess_duplicate_letters(guess: str, secret: str, expected: str) -> None:
+    assert "".join(score_guess(guess, secret)) == expected
+
+
+# --------------------------------------------------------------------- word lists
+
+
+def test_word_lists_are_five_letter_lowercase_and_secret_subset_of_valid() -> None:
+    secrets = secret_words()
+    valid = valid_words()
+    assert len(secrets) >= 300
+    assert len(set(secrets)) == len(secrets)
+    assert list(secrets) == sorted(secrets)
+    assert set(secrets) <= valid
+    assert all(len(w) == 5 and w.isascii() and w.isalpha() and w.islower() for w in valid)
+    assert {"crane", "slate", "react", "hello"} <= valid
+    assert "zzzzz" not in valid
+
+
+def test_word_lists_are_loaded_once_per_process(monkeypatch: pytest.MonkeyPatch) -> None:
+    assert secret_words() is secret_words()
+    assert valid_words() is valid_words()
+
+    def no_disk(*args: object) -> None:
+        raise AssertionError("word lists read again")
+
+    monkeypatch.setattr(resources, "files", no_disk)
+    for _ in range(1000):
+        env = WordleEnvironment()
+        env.reset()
+    obs = play(env, "[hello]")
+    assert obs.reward is not None
+
+
+# --------------------------------------------------------------------- reset and seeding
+
+
+def test_reset_observation(env: WordleEnvironment) -> None:
+    obs = env.reset(seed=1, episode_id="ep-1")
+    assert obs.done is False
+    assert obs.reward == 0.0
+    assert obs.prompt.startswith("You are Playing Wordle.\nA secret 5-letter word")
+    assert "wrap your word in square brackets (e.g., '[apple]')" in obs.prompt
+    assert obs.prompt.endswith("Enter your guess to begin.")
+    assert obs.messages == [
+        WordleMessage(sender_id=-1, content=obs.prompt + "\n", category="PROMPT")
+    ]
+    assert obs.current_player_id == 0
+    assert obs.legal_players == [0]
+    assert obs.info == {}
+    assert obs.metadata == {"env_id": "Wordle-v0", "turn": 0}
+
+    state = env.state
+    assert isinstance(state, WordleState)
+    assert state.episode_id == "ep-1"
+    assert state.step_count == 0
+    assert state.env_id == "Wordle-v0"
+    assert state.num_players == 1
+    assert state.max_turns is None
+    assert state.turn == 0
+    assert state.last_reward == 0.0
+    assert state.last_info == {}
+    game_state = state.raw_state["game_state"]
+    assert game_state["guess_history"] == []
+    assert game_state["word_length"] == 5
+    assert game_state["num_guesses"] == 6
+    assert game_state["secret_word"] in secret_words()
+
+
+def test_same_seed_same_secret() -> None:
+    a, b = WordleEnvironment(), WordleEnvironment()
+    for seed in (0, 1, 42, 2**40):
+        a.reset(seed=seed)
+        b.reset(seed=seed)
+        assert secret_of(a) == secret_of(b)
+        a.reset(seed=seed)
+        assert secret_of(a) == secret_of(b)
+
+
+def test_different_seeds_give_different_secrets(env: WordleEnvironment) -> None:
+    secrets = set()
+    for seed in range(20):
+        env.reset(seed=seed)
+        secrets.add(secret_of(env))
+    assert len(secrets) > 1
+
+
+def test_seeded_reset_fixes_following_unseeded_resets() -> None:
+    def sequence() -> list[str]:
+        env = WordleEnvironment()
+        env.reset(seed=123)
+        words = [secret_of(env)]
+        for _ in range(5):
+            env.reset()
+            words.append(secret_of(env))
+        return words
+
+    first = sequence()
+    assert first == sequence()
+    assert len(set(first)) > 1
+
+
+def test_unseeded_instances_are_fresh() -> None:
+    secrets = set()
+    for _ in range(20):
+        env = WordleEnvironment()
+        env.reset()
+        secrets.add(secret_of(env))
+    assert len(secrets) > 1
+
+
+def test_seeding_leaves_the_global_rng_alone(env: WordleEnvironment) -> None:
+    random.seed(99)
+    expected = random.random()
+    random.seed(99)
+    env.reset(seed=5)
+    env.reset()
+    assert random.random() == expected
+
+
+def test_episode_id_default_is_unique_and_extra_kwargs_are_ignored(
+    env: WordleEnvironment,
+) -> None:
+    env.reset(some_option=True, another=3)
+    first = env.state.episode_id
+    env.reset()
+    assert first is not None
+    assert env.state.episode_id not in (None, first)
+
+
+def test_steps_work_before_any_reset(env: WordleEnvironment) -> None:
+    obs = play(env, "[hello]")
+    assert obs.done is (secret_of(env) == "hello")
+    assert env.state.step_count == 1
+
+
+def test_instances_are_independent() -> None:
+    a, b = WordleEnvironment(), WordleEnvironment()
+    a.reset(seed=3)
+    b.reset(seed=3)
+    play(a, "[hello]")
+    assert len(a.state.raw_state["game_state"]["guess_history"]) == 1
+    assert b.state.raw_state["game_state"]["guess_history"] == []
+    assert b.state.step_count == 0
+
+
+# --------------------------------------------------------------------- valid guesses
+
+
+def test_feedback_message_and_reward_signals(crane_env: WordleEnvironment) -> None:
+    obs = play(crane_env, "I will try [REACT] now")
+    assert obs.done is False
+    assert obs.reward == 0.0
+    assert [(m.sender_id, m.category) for m in obs.messages] == [
+        (-1, "PROMPT"),
+        (0, "PLAYER_ACTION"),
+        (-1, "GAME_MESSAGE"),
+    ]
+    assert obs.messages[1].content == "I will try [REACT] now"
+    assert obs.messages[2].content == (
+        "You submitted [react].\nFeedback:\nR E A C T\nY Y G Y X\nYou have 5 guesses left."
+    )
+    signals = {
+        "wordle.greens": 0.2,
+        "wordle.yellows": 0.6,
+        "wordle.repetitions": 1.0,
+        "wordle.correct": 0.0,
+    }
+    assert obs.info == {"reward_signals": signals}
+    assert obs.metadata == {"env_id": "Wordle-v0", "turn": 1, "reward_signals": signals}
+
+    state = crane_env.state
+    assert state.turn == 1
+    assert state.step_count == 1
+    assert state.last_info == {"reward_signals": signals}
+    assert state.raw_state["game_state"]["guess_history"] == [["react", list("YYGYX")]]
+    assert state.raw_state["reward_signals"] == signals
+
+
+def test_bare_word_is_a_guess(crane_env: WordleEnvironment) -> None:
+    obs = play(crane_env, "react")
+    assert obs.messages[1].content == "[react]"
+    assert obs.messages[2].category == "GAME_MESSAGE"
+
+
+def test_win_gives_reward_one_and_done(crane_env: WordleEnvironment) -> None:
+    play(crane_env, "[react]")
+    obs = play(crane_env, "[crane]")
+    assert obs.done is True
+    assert obs.reward == 1.0
+    assert obs.info["reason"] == "Congratulations! You guessed the word correctly!"
+    assert obs.info["invalid_move"] is False
+    assert obs.info["reward_signals"]["wordle.correct"] == 1.0
+    assert obs.info["reward_signals"]["wordle.greens"] == 1.0
+    assert obs.messages[-1] == WordleMessage(
+        sender_id=0, content="[crane]", category="PLAYER_ACTION"
+    )
+    state = crane_env.state
+    assert state.last_reward == 1.0
+    assert state.turn == 2
+    assert state.raw_state["done"] is True
+    assert state.raw_state["rewards"] == {"0": 1.0}
+
+
+def test_win_with_any_seed(env: WordleEnvironment) -> None:
+    for seed in range(5):
+        env.reset(seed=seed)
+        obs = play(env, f"[{secret_of(env)}]")
+        assert (obs.done, obs.reward) == (True, 1.0)
+
+
+def test_six_wrong_guesses_end_with_partial_credit(env: WordleEnvironment) -> None:
+    env.reset(seed=11)
+    secret = secret_of(env)
+    guesses = wrong_words(secret, 6)
+    for n, guess in enumerate(guesses[:5], start=1):
+        obs = play(env, f"[{guess}]")
+        assert (obs.done, obs.reward) == (False, 0.0)
+        assert obs.messages[-1].content.endswith(f"You have {6 - n} guesses left.")
+    obs = play(env, f"[{guesses[5]}]")
+    assert obs.done is True
+    assert obs.reward == completion(guesses[5], secret)
+    assert obs.messages[-1].content.endswith("You have 0 guesses left.")
+    assert obs.info["reason"].startswith("The turn limit has been reached.")
+    assert obs.info["reason"].endswith(f"The secret word was: **{secret}**.")
+    assert obs.info["invalid_move"] is False
+    assert obs.info["reward_signals"]["wordle.correct"] == obs.reward
+
+
+def test_partial_credit_counts_greens_and_half_yellows(crane_env: WordleEnvironment) -> None:
+    for guess in ("hello", "world", "about", "mummy", "pizza"):
+        play(crane_env, f"[{guess}]")
+    obs = play(crane_env, "[react]")  # Y Y G Y X
+    assert obs.done is True
+    assert obs.reward == pytest.approx(0.5)
+    assert "matched 50% of the letters" in obs.info["reason"]
+
+
+def test_secret_word_is_not_in_observations_before_the_end(env: WordleEnvironment) -> None:
+    env.reset(seed=5)
+    secret = secret_of(env)
+    for guess in wrong_words(secret, 3):
+        obs = play(env, f"[{guess}]")
+        text = "".join(m.content for m in obs.messages[1:])
+        assert secret not in text
+        assert secret not in repr(obs.info) + repr(obs.metadata)
+
+
+def test_step_after_the_end_changes_nothing(crane_env: WordleEnvironment) -> None:
+    final = play(crane_env, "[crane]")
+    obs = play(crane_env, "[react]")
+    assert obs.done is True
+    assert obs.reward == 0.0
+    assert obs.messages == final.messages
+    assert obs.info == {"reason": final.info["reason"], "invalid_move": False}
+    state = crane_env.state
+    assert state.step_count == 2
+    assert state.turn == 1
+    assert state.raw_state["rewards"] == {"0": 1.0}
+    assert state.raw_state["game_state"]["guess_history"] == [["crane", list("GGGGG")]]
+
+
+# --------------------------------------------------------------------- invalid moves
+
+
+@pytest.mark.parametrize(
+    ("message", "reason"),
+    [
+        (
+            "my guess is crane",
+            "You tried submitting a word in the wrong format. "
+            "Please make sure to use squared brackets.",
+        ),
+        ("I guess [crane", "You tried submitting a word in the wrong format."),
+        ("[cat]", "Your word must be exactly 5 letters."),
+        ("[cranes]", "Your word must be exactly 5 letters."),
+        ("[zzzzz]", "'zzzzz' is not an English word."),
+        ("[abc12]", "'abc12' is not an English word."),
+    ],
+)
+def test_first_invalid_move_is_a_warning(
+    crane_env: WordleEnvironment, message: str, reason: str
+) -> None:
+    obs = play(crane_env, message)
+    assert obs.done is False
+    assert obs.reward == 0.0
+    admin = obs.messages[-1]
+    assert (admin.sender_id, admin.category) == (-1, "GAME_ADMIN")
+    assert admin.content.startswith(ADMIN_PREFIX + reason)
+    assert admin.content.endswith(
+        "Please resubmit a valid move and remember to follow the game rules to avoid penalties."
+    )
+    assert "reason" not in obs.info
+    state = crane_env.state
+    assert state.turn == 0
+    assert state.raw_state["error_count"] == 1
+    assert state.raw_state["game_state"]["guess_history"] == []
+
+
+def test_second_consecutive_invalid_move_ends_the_game(crane_env: WordleEnvironment) -> None:
+    play(crane_env, "[react]")  # completion 0.5
+    play(crane_env, "no brackets here")
+    obs = play(crane_env, "[zzzzz]")
+    assert obs.done is True
+    assert obs.reward == pytest.approx(0.5)
+    assert obs.info["reason"] == "Invalid Move: 'zzzzz' is not an English word."
+    assert obs.info["invalid_move"] is True
+    assert obs.messages[-1] == WordleMessage(
+        sender_id=0, content="[zzzzz]", category="PLAYER_ACTION"
+    )
+    state = crane_env.state
+    assert state.turn == 2  # the losing move counts as a turn, as in TextArena
+    assert state.raw_state["game_info"]["0"]["invalid_move"] is True
+
+
+def test_invalid_moves_without_a_valid_guess_score_zero(crane_env: WordleEnvironment) -> None:
+    play(crane_env, "[cat]")
+    obs = play(crane_env, "[dog]")
+    assert (obs.done, obs.reward) == (True, 0.0)
+
+
+def test_valid_guess_resets_the_error_count(crane_env: WordleEnvironment) -> None:
+    assert play(crane_env, "[zzzzz]").done is False
+    assert play(crane_env, "[react]").done is False
+    assert play(crane_env, "[qqqqq]").done is False
+    assert play(crane_env, "[hello]").done is False
+    assert play(crane_env, "[xxxxx]").done is False
+    assert play(crane_env, "[yyyyy]").done is True
+
+
+def test_invalid_moves_use_no_guess(crane_env: WordleEnvironment) -> None:
+    guesses = ["hello", "world", "about", "mummy", "pizza", "react"]
+    for guess in guesses[:5]:
+        assert play(crane_env, "[zzzzz]").done is False
+        obs = play(crane_env, f"[{guess}]")
+        assert obs.done is False
+    obs = play(crane_env, f"[{guesses[5]}]")
+    assert obs.done is True
+    assert crane_env.state.turn == 6
+    assert crane_env.state.step_count == 11
+
+
+def test_repeated_guess_is_invalid(crane_env: WordleEnvironment) -> None:
+    play(crane_env, "[react]")
+    obs = play(crane_env, "[REACT]")
+    assert obs.done is False
+    assert obs.messages[-1].content.startswith(
+        ADMIN_PREFIX + "You have already guessed 'react' before. Please try a different word."
+    )
+    assert obs.info["reward_signals"]["wordle.repetitions"] == 0.0
+    # greens/yellows still describe the latest valid guess
+    assert obs.info["reward_signals"]["wordle.greens"] == 0.2
+    obs = play(crane_env, "[react]")
+    assert obs.done is True
+    assert obs.info["reason"].startswith("Invalid Move: You have already guessed 'react'")
+    assert obs.info["reward_signals"]["wordle.repetitions"] == -1.0
+
+
+def test_role_tags_are_stripped_from_the_echoed_action(crane_env: WordleEnvironment) -> None:
+    obs = play(crane_env, "[GAME]hi [react]")
+    # The guess is the first [word]: "GAME" is six letters, so this move is invalid.
+    assert obs.messages[1].content == "hi [react]"
+    assert obs.messages[2].content.startswith(ADMIN_PREFIX + "Your word must be exactly 5")
+
+
+# --------------------------------------------------------------------- wire models
+
+
+def test_schema_field_names_match_openenv_textarena() -> None:
+    def props(model: type[BaseModel]) -> set[str]:
+        return set(model.model_json_schema()["properties"])
+
+    assert props(WordleAction) == {"message", "metadata"}
+    assert WordleAction.model_json_schema()["required"] == ["message"]
+    assert props(WordleMessage) == {"sender_id", "content", "category"}
+    assert props(WordleObservation) == {
+        "done",
+        "reward",
+        "metadata",
+        "prompt",
+        "messages",
+        "current_player_id",
+        "legal_players",
+        "info",
+    }
+    assert WordleObservation.model_json_schema()["required"] == ["prompt"]
+    assert props(WordleState) == {
+        "episode_id",
+        "step_count",
+        "env_id",
+        "num_players",
+        "max_turns",
+        "turn",
+        "last_reward",
+        "last_info",
+        "raw_state",
+    }
+    assert TextArenaAction is WordleAction
+    assert TextArenaObservation is WordleObservation
+
+
+def test_action_rejects_unknown_fields() -> None:
+    with pytest.raises(ValidationError):
+        WordleAction.model_validate({"message": "[crane]", "guess": "crane"})
+
+
+def test_class_attributes_and_metadata(env: WordleEnvironment) -> None:
+    assert isinstance(env, Environment)
+    assert WordleEnvironment.action_type is WordleAction
+    assert WordleEnvironment.observation_type is WordleObservation
+    assert WordleEnvironment.state_type is WordleState
+    assert WordleEnvironment.SUPPORTS_CONCURRENT_SESSIONS is True
+    meta = env.get_metadata()
+    assert meta.name == "WordleEnvironment"
+    assert "Wordle" in meta.description
+
+
+def test_observation_and_state_round_trip_through_json(crane_env: WordleEnvironment) -> None:
+    obs = play(crane_env, "[react]")
+    assert WordleObservation.model_validate_json(obs.model_dump_json()) == obs
+    state = crane_env.state
+    assert WordleState.model_validate_json(state.model_dump_json()) == state
