@@ -93,7 +93,7 @@ def main() -> None:
             while not done:
                 action = solver.act(obs)
                 t0 = time.perf_counter()
-                obs, reward, terminated, truncated, info = env.step(action)
+                obs, _reward, terminated, truncated, info = env.step(action)
                 env_time += time.perf_counter() - t0
                 steps += 1
                 done = terminated or truncated

@@ -10,13 +10,13 @@ import argparse
 import asyncio
 import contextlib
 import logging
-import os
 import signal
 import sys
 import threading
 from collections.abc import Sequence
 
 from openenv_gym._version import __version__
+from openenv_gym.config import env_flag
 from openenv_gym.exceptions import OpenEnvGymError
 
 __all__ = ["main"]
@@ -61,7 +61,9 @@ async def _serve(args: argparse.Namespace) -> int:
 
     spec = args.env or args.name
     if not spec:
-        raise OpenEnvGymError("name an environment (wordle, echo, catch) or pass --env module:Class")
+        raise OpenEnvGymError(
+            "name an environment (wordle, echo, catch) or pass --env module:Class"
+        )
     config = ServerConfig(
         host=args.host,
         port=args.port,
@@ -90,11 +92,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     logging.basicConfig(level=getattr(logging, str(args.log_level).upper(), logging.WARNING))
     try:
         if args.command == "serve":
-            if os.environ.get("OPENENV_GYM_NO_UVLOOP", "") not in ("1", "true"):
+            if not env_flag("OPENENV_GYM_NO_UVLOOP"):
                 with contextlib.suppress(ImportError):
                     import uvloop
 
-                    return uvloop.run(_serve(args))  # type: ignore[no-any-return]
+                    return uvloop.run(_serve(args))
             return asyncio.run(_serve(args))
     except OpenEnvGymError as exc:
         sys.stderr.write(f"openenv-gym: error: {exc}\n")

@@ -29,8 +29,11 @@ logger = logging.getLogger("openenv_gym.env")
 
 
 def reply_info(reply: StepReply, primary: str | None = None) -> dict[str, Any]:
-    """``info`` of a step: every observation field the Gymnasium observation leaves out,
-    plus ``metadata`` and ``reward_raw`` (the reward as sent, None for ``null``)."""
+    """Build the ``info`` of a step.
+
+    It holds every observation field the Gymnasium observation leaves out, plus
+    ``metadata`` and ``reward_raw`` (the reward as sent, None for ``null``).
+    """
     info = {k: v for k, v in reply.observation.items() if k != primary}
     if reply.metadata is not None:
         info["metadata"] = reply.metadata
@@ -114,8 +117,11 @@ class OpenEnvEnv(gymnasium.Env[Any, Any]):
     def reset(
         self, *, seed: int | None = None, options: dict[str, Any] | None = None
     ) -> tuple[Any, dict[str, Any]]:
-        """Start an episode. ``seed`` goes to the server; ``options`` are extra reset
-        kwargs for it (e.g. ``{"episode_id": "ep-1"}``)."""
+        """Start an episode.
+
+        ``seed`` goes to the server; ``options`` are extra reset kwargs for it (e.g.
+        ``{"episode_id": "ep-1"}``).
+        """
         super().reset(seed=seed)
         kwargs: dict[str, Any] = dict(options or {})
         if seed is not None:
@@ -138,7 +144,9 @@ class OpenEnvEnv(gymnasium.Env[Any, Any]):
         if self._needs_reset:
             raise UsageError("the episode is over (or never started): call reset()")
         if not self.action_space.contains(action):
-            raise InvalidActionError(f"action {action!r} is not in the action space {self.action_space}")
+            raise InvalidActionError(
+                f"action {action!r} is not in the action space {self.action_space}"
+            )
         reply = self.session.step(self.codec.encode_action(action))
         self._last = reply
         self._elapsed += 1
@@ -150,7 +158,13 @@ class OpenEnvEnv(gymnasium.Env[Any, Any]):
         )
         self._needs_reset = terminated or truncated
         reward = 0.0 if reply.reward is None else float(reply.reward)
-        return self.codec.decode_observation(reply.observation), reward, terminated, truncated, self._info(reply)
+        return (
+            self.codec.decode_observation(reply.observation),
+            reward,
+            terminated,
+            truncated,
+            self._info(reply),
+        )
 
     def _info(self, reply: StepReply) -> dict[str, Any]:
         return reply_info(reply, _PRIMARY_FIELD.get(self.codec.name))
@@ -159,7 +173,7 @@ class OpenEnvEnv(gymnasium.Env[Any, Any]):
         """The server-side state (``episode_id``, ``step_count``, env fields)."""
         return self.session.state()
 
-    def render(self) -> str | None:  # type: ignore[override]
+    def render(self) -> str | None:
         """``render_mode="ansi"``: the current observation as text."""
         if self.render_mode != "ansi" or self._last is None:
             return None

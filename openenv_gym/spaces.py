@@ -132,7 +132,12 @@ _CODECS: dict[str, Callable[[], Codec]] = {
         _wordle_text,
     ),
     "echo": lambda: Codec(
-        "echo", _text(ECHO_MAX), _text(ECHO_MAX, min_length=1), _message_action, _echo_obs, _echo_obs
+        "echo",
+        _text(ECHO_MAX),
+        _text(ECHO_MAX, min_length=1),
+        _message_action,
+        _echo_obs,
+        _echo_obs,
     ),
     "catch": lambda: Codec(
         "catch",

@@ -61,7 +61,7 @@ class LocalServer:
             self.python, "-m", "openenv_gym", "serve", *target,
             "--host", "127.0.0.1", "--port", "0", "--exit-with-stdin", *self.extra_args,
         ]  # fmt: skip
-        self._stderr = tempfile.TemporaryFile()
+        self._stderr = tempfile.TemporaryFile()  # noqa: SIM115 - lives as long as the process
         try:
             self.process = subprocess.Popen(
                 command,
@@ -91,7 +91,8 @@ class LocalServer:
 
     def wait_ready(self, timeout: float) -> str:
         """Wait for the URL line, then for ``GET /health`` to answer 200; return the URL."""
-        assert self.process is not None and self.process.stdout is not None
+        assert self.process is not None
+        assert self.process.stdout is not None
         deadline = time.monotonic() + timeout
         line = b""
         fd = self.process.stdout.fileno()
@@ -174,7 +175,9 @@ class LocalProvider(Provider):
         self.server = server
         self.num_servers = num_servers
         self.start_timeout = start_timeout or env_float("OPENENV_GYM_START_TIMEOUT", 30.0) or 30.0
-        self.servers = [LocalServer(server, python=python, extra_args=extra_args) for _ in range(num_servers)]
+        self.servers = [
+            LocalServer(server, python=python, extra_args=extra_args) for _ in range(num_servers)
+        ]
         self._urls: list[str] | None = None
         self._finalizer = weakref.finalize(self, _stop_all, list(self.servers))
 

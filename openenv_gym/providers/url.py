@@ -18,7 +18,9 @@ class UrlProvider(Provider):
     def __init__(self, base_url: str | list[str]) -> None:
         urls = [base_url] if isinstance(base_url, str) else list(base_url)
         if not urls or not all(isinstance(u, str) and u.strip() for u in urls):
-            raise ConfigurationError(f"base_url must be a non-empty URL or list of URLs, got {base_url!r}")
+            raise ConfigurationError(
+                f"base_url must be a non-empty URL or list of URLs, got {base_url!r}"
+            )
         self.urls = [u.strip().rstrip("/") for u in urls]
 
     def start(self) -> list[str]:

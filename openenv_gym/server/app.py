@@ -97,7 +97,7 @@ class EnvServer:
         self.env_factory = env_factory
         self.config = config or ServerConfig()
         self.models = models or resolve_models(env_factory)
-        self.name = name or getattr(env_factory, "__name__", "env")
+        self.name: str = name or str(getattr(env_factory, "__name__", "env"))
         self.active = 0
         self._server: Server | None = None
         self._reset_filter = _reset_kwargs_filter(env_factory)
@@ -120,7 +120,9 @@ class EnvServer:
             _close_env(env)
         if isinstance(meta, BaseModel):
             return meta.model_dump_json()
-        return EnvironmentMetadata(name=self.name, description=f"{self.name} environment").model_dump_json()
+        return EnvironmentMetadata(
+            name=self.name, description=f"{self.name} environment"
+        ).model_dump_json()
 
     async def start(self) -> None:
         """Bind and start serving. Next: :attr:`url`, then :meth:`aclose`."""
@@ -176,7 +178,11 @@ class EnvServer:
                     connection, http.HTTPStatus.UPGRADE_REQUIRED, '{"detail":"WebSocket endpoint"}'
                 )
             return None
-        body = {"/health": '{"status":"healthy"}', "/schema": self._schema, "/metadata": self._metadata}.get(path)
+        body = {
+            "/health": '{"status":"healthy"}',
+            "/schema": self._schema,
+            "/metadata": self._metadata,
+        }.get(path)
         if body is None:
             return _json_response(connection, http.HTTPStatus.NOT_FOUND, '{"detail":"Not Found"}')
         return _json_response(connection, http.HTTPStatus.OK, body)
@@ -296,7 +302,9 @@ class EnvServer:
         for slot, arg in zip(request.slots, args, strict=True):
             env = slots.get(slot)
             if env is None:
-                results.append(bp.SlotError(bp.SlotErrorCode.NO_SUCH_SLOT.value, f"slot {slot} is not open"))
+                results.append(
+                    bp.SlotError(bp.SlotErrorCode.NO_SUCH_SLOT.value, f"slot {slot} is not open")
+                )
                 continue
             try:
                 if op_ is bp.Op.STEP:
@@ -314,11 +322,17 @@ class EnvServer:
                     results.append(None)
             except ValidationError as exc:
                 results.append(
-                    bp.SlotError(op.ErrorCode.VALIDATION_ERROR.value, "Invalid message", {"errors": _errors(exc)})
+                    bp.SlotError(
+                        op.ErrorCode.VALIDATION_ERROR.value,
+                        "Invalid message",
+                        {"errors": _errors(exc)},
+                    )
                 )
             except Exception as exc:
                 logger.debug("environment raised", exc_info=True)
-                results.append(bp.SlotError(op.ErrorCode.EXECUTION_ERROR.value, str(exc) or type(exc).__name__))
+                results.append(
+                    bp.SlotError(op.ErrorCode.EXECUTION_ERROR.value, str(exc) or type(exc).__name__)
+                )
         return results
 
     def _open_slots(
@@ -327,7 +341,9 @@ class EnvServer:
         results: list[bp.SlotResult | bp.SlotError | None] = []
         for slot in wanted:
             if slot in slots:
-                results.append(bp.SlotError(bp.SlotErrorCode.SLOT_IN_USE.value, f"slot {slot} is already open"))
+                results.append(
+                    bp.SlotError(bp.SlotErrorCode.SLOT_IN_USE.value, f"slot {slot} is already open")
+                )
                 continue
             if not self._acquire():
                 full = _CapacityFull(self.active, self.config.max_sessions)
@@ -344,7 +360,9 @@ class EnvServer:
             except _FactoryFailed as exc:
                 self._release()
                 results.append(
-                    bp.SlotError(op.ErrorCode.FACTORY_ERROR.value, str(exc), {"factory_name": exc.factory})
+                    bp.SlotError(
+                        op.ErrorCode.FACTORY_ERROR.value, str(exc), {"factory_name": exc.factory}
+                    )
                 )
                 continue
             results.append(None)
@@ -367,6 +385,7 @@ def _select_subprotocol(connection: ServerConnection, offered: Any) -> Subprotoc
 def _json_response(connection: ServerConnection, status: http.HTTPStatus, body: str) -> Response:
     response = connection.respond(status, body)
     headers = Headers(response.headers)
+    del headers["Content-Type"]  # Headers is a multidict: assigning would add a second one
     headers["Content-Type"] = "application/json"
     return Response(response.status_code, response.reason_phrase, headers, response.body)
 
@@ -398,16 +417,22 @@ _OBS_EXCLUDE_META = frozenset({"reward", "done", "metadata"})
 def _split_observation(
     obs: Any, *, keep_metadata: bool
 ) -> tuple[dict[str, Any], float | None, bool, dict[str, Any] | None]:
-    """Observation model -> (fields, reward, done, metadata) as OpenEnv serialises it."""
+    """Observation model -> (fields, reward, done, metadata) as OpenEnv serialises it.
+
+    The reward is passed through as the env set it (OpenEnv does not coerce it on /ws:
+    an ``int`` reward goes out as ``1``, not ``1.0``); the batched reply coerces it.
+    """
     fields = obs.model_dump(exclude=_OBS_EXCLUDE if keep_metadata else _OBS_EXCLUDE_META)
     metadata = getattr(obs, "metadata", None) or None
     reward = obs.reward
-    return fields, None if reward is None else float(reward), bool(obs.done), metadata
+    if reward is not None and not isinstance(reward, bool | int | float):
+        reward = float(reward)
+    return fields, reward, bool(obs.done), metadata
 
 
 def _slot_result(obs: Any) -> bp.SlotResult:
     fields, reward, done, metadata = _split_observation(obs, keep_metadata=False)
-    return bp.SlotResult(fields, reward, done, metadata)
+    return bp.SlotResult(fields, None if reward is None else float(reward), done, metadata)
 
 
 def _dump_state(state: Any) -> dict[str, Any]:
@@ -416,7 +441,9 @@ def _dump_state(state: Any) -> dict[str, Any]:
     return dict(state) if state else {}
 
 
-def _reset_kwargs_filter(env_factory: Callable[[], Any]) -> Callable[[Mapping[str, Any]], dict[str, Any]]:
+def _reset_kwargs_filter(
+    env_factory: Callable[[], Any],
+) -> Callable[[Mapping[str, Any]], dict[str, Any]]:
     """Keep only the kwargs ``reset`` accepts; drop the rest silently, as OpenEnv does."""
     reset = getattr(env_factory, "reset", None)
     try:
@@ -430,7 +457,9 @@ def _reset_kwargs_filter(env_factory: Callable[[], Any]) -> Callable[[Mapping[st
     return lambda kwargs: {k: v for k, v in kwargs.items() if k in names}
 
 
-async def run_server(env_factory: Callable[[], Any], config: ServerConfig, on_ready: Callable[[str], None]) -> None:
+async def run_server(
+    env_factory: Callable[[], Any], config: ServerConfig, on_ready: Callable[[str], None]
+) -> None:
     """Start a server, report its URL through ``on_ready``, serve until cancelled."""
     server = EnvServer(env_factory, config)
     await server.start()

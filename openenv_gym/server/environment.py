@@ -36,7 +36,9 @@ __all__ = [
 class Action(BaseModel):
     """Base of every action: unknown fields are rejected (OpenEnv: ``extra="forbid"``)."""
 
-    model_config = ConfigDict(extra="forbid", validate_assignment=True, arbitrary_types_allowed=True)
+    model_config = ConfigDict(
+        extra="forbid", validate_assignment=True, arbitrary_types_allowed=True
+    )
 
     metadata: dict[str, Any] = Field(default_factory=dict)
 
@@ -44,7 +46,9 @@ class Action(BaseModel):
 class Observation(BaseModel):
     """Base of every observation; ``done`` and ``reward`` travel beside the other fields."""
 
-    model_config = ConfigDict(extra="forbid", validate_assignment=True, arbitrary_types_allowed=True)
+    model_config = ConfigDict(
+        extra="forbid", validate_assignment=True, arbitrary_types_allowed=True
+    )
 
     done: bool = False
     reward: bool | int | float | None = None
@@ -109,5 +113,5 @@ class Environment(abc.ABC, Generic[ActT, ObsT, StateT]):
         name = type(self).__name__
         return EnvironmentMetadata(name=name, description=f"{name} environment")
 
-    def close(self) -> None:  # noqa: B027 - optional hook, empty by default
+    def close(self) -> None:
         """Release resources; called once when the session or slot closes."""

@@ -47,7 +47,9 @@ def load_env(spec: str) -> Callable[[], Any]:
     module_name, sep, attr = target.partition(":")
     if not sep or not module_name or not attr:
         known = ", ".join(sorted(BUILTIN_SERVERS))
-        raise ConfigurationError(f"unknown environment {spec!r}: use one of {known} or module:Class")
+        raise ConfigurationError(
+            f"unknown environment {spec!r}: use one of {known} or module:Class"
+        )
     try:
         module = importlib.import_module(module_name)
     except ImportError as exc:
@@ -76,8 +78,10 @@ def _model(value: Any) -> type[BaseModel] | None:
 
 
 def resolve_models(env_factory: Callable[[], Any]) -> EnvModels:
-    """Read the models from ``action_type`` / ``observation_type`` / ``state_type``,
-    falling back to the type hints of ``step`` / ``reset`` / ``state`` (OpenEnv classes).
+    """Find the Pydantic models of an environment class.
+
+    Reads ``action_type`` / ``observation_type`` / ``state_type``, falling back to the
+    type hints of ``step`` and ``state`` (classes written against OpenEnv's base).
 
     Raises:
         ConfigurationError: No action model can be found.
@@ -99,4 +103,3 @@ def resolve_models(env_factory: Callable[[], Any]) -> EnvModels:
     if state is None and isinstance(prop, property):
         state = _model(_hinted(prop.fget, "return"))
     return EnvModels(action, observation or Observation, state or State)
-

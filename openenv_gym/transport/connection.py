@@ -87,7 +87,9 @@ async def _open(
         status = exc.response.status_code
         if path == "/batch":
             raise BatchUnsupportedError(f"{url}: HTTP {status}") from exc
-        raise ConnectError(f"{url}: the server refused the WebSocket upgrade (HTTP {status})") from exc
+        raise ConnectError(
+            f"{url}: the server refused the WebSocket upgrade (HTTP {status})"
+        ) from exc
     except (InvalidHandshake, InvalidURI, OSError, ValueError) as exc:
         if path == "/batch" and isinstance(exc, InvalidHandshake):
             raise BatchUnsupportedError(f"{url}: {exc}") from exc
@@ -286,7 +288,7 @@ class BatchConnection:
         failure: OpenEnvGymError
         try:
             async for frame in self._ws:
-                self._proto.receive_data(frame)  # type: ignore[arg-type]
+                self._proto.receive_data(frame)
                 for event in self._proto.events_received():
                     rid = event.request_id if not isinstance(event, bp.HelloReceived) else 0
                     waiter = self._waiters.pop(rid, None) if rid is not None else None
@@ -311,7 +313,9 @@ class BatchConnection:
             if not waiter.done():
                 waiter.set_exception(self._failure or failure)
 
-    async def _request(self, rid: int) -> bp.HelloReceived | bp.BatchReplyReceived | bp.RequestFailed:
+    async def _request(
+        self, rid: int
+    ) -> bp.HelloReceived | bp.BatchReplyReceived | bp.RequestFailed:
         waiter: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
         self._waiters[rid] = waiter
         try:
@@ -363,7 +367,9 @@ class BatchConnection:
             rid = self._proto.send_close(slots)
         reply = await self._request(rid)
         if isinstance(reply, bp.RequestFailed):
-            raise RemoteProtocolError(f"server rejected the {op_.value} frame: {reply.code}: {reply.message}")
+            raise RemoteProtocolError(
+                f"server rejected the {op_.value} frame: {reply.code}: {reply.message}"
+            )
         assert isinstance(reply, bp.BatchReplyReceived)
         return reply
 

@@ -33,7 +33,7 @@ def _new_loop() -> asyncio.AbstractEventLoop:
         except ImportError:
             pass
         else:
-            return uvloop.new_event_loop()  # type: ignore[no-any-return]
+            return uvloop.new_event_loop()
     return asyncio.new_event_loop()
 
 

@@ -173,4 +173,6 @@ def open_session(
         ServerError: The server refused the session (e.g. :class:`CapacityError`).
     """
     chosen = resolve_protocol(protocol)
-    return Session(loop.run(_connect(base_url, chosen, timeouts or Timeouts.from_env(), headers)), base_url)
+    return Session(
+        loop.run(_connect(base_url, chosen, timeouts or Timeouts.from_env(), headers)), base_url
+    )

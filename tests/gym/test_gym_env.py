@@ -76,7 +76,8 @@ def test_terminated_reward_and_info(wordle: OpenEnvEnv) -> None:
     word = secret(wordle)
     obs, reward, terminated, truncated, info = wordle.step(f"[{word}]")
     assert (reward, terminated, truncated) == (1.0, True, False)
-    assert isinstance(terminated, bool) and isinstance(truncated, bool)
+    assert isinstance(terminated, bool)
+    assert isinstance(truncated, bool)
     assert info["messages"][-1]["sender_id"] != 0 or info["messages"]
 
 
@@ -193,7 +194,7 @@ def test_both_protocols_give_the_same_episode(protocol: str) -> None:
     env = OpenEnvEnv("wordle", protocol=protocol)
     try:
         assert env.protocol == protocol
-        obs, _ = env.reset(seed=5)
+        _obs, _ = env.reset(seed=5)
         obs2, reward, terminated, _, _ = env.step("[crane]")
         assert "Feedback" in obs2
         assert reward == 0.0
