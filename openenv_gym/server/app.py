@@ -20,6 +20,7 @@ import http
 import inspect
 import json
 import logging
+import math
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -32,6 +33,7 @@ from websockets.http11 import Request, Response
 from websockets.typing import Subprotocol
 
 from openenv_gym._version import __version__
+from openenv_gym.exceptions import LocalProtocolError
 from openenv_gym.protocol import batch as bp
 from openenv_gym.protocol import openenv as op
 from openenv_gym.server.environment import EnvironmentMetadata
@@ -253,7 +255,7 @@ class EnvServer:
             return
         try:
             if isinstance(request, op.StateRequest):
-                session.send_state(_dump_state(env.state))
+                session.send_state(_dump_state(env.state, json_mode=True))
                 return
             if isinstance(request, op.ResetRequest):
                 obs = env.reset(**self._reset_filter(request.kwargs))
@@ -282,7 +284,11 @@ class EnvServer:
                             server=SERVER_NAME, env=self.name, max_slots=self.config.max_sessions
                         )
                     else:
-                        conn.send_results(event, self._run_batch(event, slots))
+                        results = self._run_batch(event, slots)
+                        try:
+                            conn.send_results(event, results)
+                        except LocalProtocolError:  # one env's result cannot be encoded
+                            conn.send_results(event, [_encodable(r) for r in results])
                 for out in conn.data_to_send():
                     await connection.send(out)
         finally:
@@ -314,7 +320,9 @@ class EnvServer:
                     assert arg is not None
                     results.append(_slot_result(env.reset(**self._reset_filter(arg))))
                 elif op_ is bp.Op.STATE:
-                    results.append(bp.SlotResult(observation=_dump_state(env.state)))
+                    results.append(
+                        bp.SlotResult(observation=_dump_state(env.state, json_mode=False))
+                    )
                 else:  # CLOSE
                     del slots[slot]
                     self._release()
@@ -410,7 +418,7 @@ def _errors(exc: ValidationError) -> list[Any]:
     return json.loads(exc.json(include_url=False))  # type: ignore[no-any-return]
 
 
-_OBS_EXCLUDE = frozenset({"reward", "done"})
+_OBS_EXCLUDE_DONE = frozenset({"done"})
 _OBS_EXCLUDE_META = frozenset({"reward", "done", "metadata"})
 
 
@@ -419,25 +427,42 @@ def _split_observation(
 ) -> tuple[dict[str, Any], float | None, bool, dict[str, Any] | None]:
     """Observation model -> (fields, reward, done, metadata) as OpenEnv serialises it.
 
-    The reward is passed through as the env set it (OpenEnv does not coerce it on /ws:
-    an ``int`` reward goes out as ``1``, not ``1.0``); the batched reply coerces it.
+    ``keep_metadata=True`` is the OpenEnv ``/ws`` reply, in Pydantic's JSON mode as
+    OpenEnv's ``model_dump_json`` writes it: datetime, UUID and Enum fields become strings,
+    an ``int`` reward stays ``1`` (not ``1.0``), a NaN reward becomes null, and
+    ``metadata`` stays inside. Otherwise (batched reply): Python mode, so ndarrays reach
+    the msgpack codec intact, with ``metadata`` apart and the reward a float.
     """
-    fields = obs.model_dump(exclude=_OBS_EXCLUDE if keep_metadata else _OBS_EXCLUDE_META)
+    if keep_metadata:
+        fields = obs.model_dump(mode="json", exclude=_OBS_EXCLUDE_DONE)
+        reward = fields.pop("reward", None)
+        if isinstance(reward, float) and not math.isfinite(reward):
+            reward = None  # model_dump_json writes NaN / inf as null
+        return fields, reward, bool(obs.done), fields.get("metadata") or None
+    fields = obs.model_dump(exclude=_OBS_EXCLUDE_META)
     metadata = getattr(obs, "metadata", None) or None
     reward = obs.reward
-    if reward is not None and not isinstance(reward, bool | int | float):
-        reward = float(reward)
-    return fields, reward, bool(obs.done), metadata
+    return fields, None if reward is None else float(reward), bool(obs.done), metadata
 
 
 def _slot_result(obs: Any) -> bp.SlotResult:
     fields, reward, done, metadata = _split_observation(obs, keep_metadata=False)
-    return bp.SlotResult(fields, None if reward is None else float(reward), done, metadata)
+    return bp.SlotResult(fields, reward, done, metadata)
 
 
-def _dump_state(state: Any) -> dict[str, Any]:
+def _encodable(result: bp.SlotResult | bp.SlotError | None) -> bp.SlotResult | bp.SlotError | None:
+    """The result, or an EXECUTION_ERROR if msgpack cannot carry it (a datetime field...)."""
+    if isinstance(result, bp.SlotResult):
+        try:
+            bp.encode_frame({"obs": result.observation, "meta": result.metadata})
+        except LocalProtocolError as exc:
+            return bp.SlotError(op.ErrorCode.EXECUTION_ERROR.value, str(exc))
+    return result
+
+
+def _dump_state(state: Any, *, json_mode: bool) -> dict[str, Any]:
     if isinstance(state, BaseModel):
-        return state.model_dump()
+        return state.model_dump(mode="json" if json_mode else "python")
     return dict(state) if state else {}
 
 

@@ -240,6 +240,7 @@ class BatchConnection:
         self._waiters: dict[int, asyncio.Future[Any]] = {}
         self._failure: OpenEnvGymError | None = None
         self._reader: asyncio.Task[None] | None = None
+        self._closing = False  # aclose() called: the reader's end is not a failure
 
     @classmethod
     async def connect(
@@ -280,6 +281,11 @@ class BatchConnection:
         return self._proto.state is bp.ConnectionState.CLOSED
 
     @property
+    def failure(self) -> OpenEnvGymError | None:
+        """Why the connection failed (timeout, lost, protocol error); None if it did not."""
+        return self._failure
+
+    @property
     def open_slots(self) -> set[int]:
         """Slots currently open on this connection."""
         return set(self._proto.open_slots)
@@ -302,7 +308,7 @@ class BatchConnection:
         except ProtocolError as exc:
             failure = exc
             await _abort(self._ws)
-        self._fail(failure)
+        self._fail(failure, remember=not self._closing)
 
     def _fail(self, failure: OpenEnvGymError, *, remember: bool = True) -> None:
         if self._failure is None and remember:
@@ -375,6 +381,7 @@ class BatchConnection:
 
     async def aclose(self) -> None:
         """Close the connection (the server closes every slot). Idempotent; never raises."""
+        self._closing = True
         self._fail(ConnectionLostError("connection closed by the client"), remember=False)
         try:
             async with asyncio.timeout(self.timeouts.close):

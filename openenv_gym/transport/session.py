@@ -14,7 +14,7 @@ from collections.abc import Mapping
 from typing import Any, Literal
 
 from openenv_gym.config import Timeouts, env_str
-from openenv_gym.exceptions import ConfigurationError, UsageError
+from openenv_gym.exceptions import ConfigurationError, OpenEnvGymError, UsageError
 from openenv_gym.protocol import batch as bp
 from openenv_gym.protocol.openenv import ObservationReceived
 from openenv_gym.transport import loop
@@ -49,13 +49,30 @@ class _BatchSlot:
     def __init__(self, conn: BatchConnection, slot: int) -> None:
         self.conn = conn
         self.slot = slot
+        self._failure_raised = False
 
     @property
     def closed(self) -> bool:
         return self.conn.closed or self.slot not in self.conn.open_slots
 
+    def raise_unseen_failure(self) -> None:
+        """Raise, once, a connection failure no call of this session has reported yet.
+
+        The connection's reader notices a lost connection while the session is idle;
+        the next call must report *that* (e.g. ConnectionLostError), as over JSON /ws,
+        not a bare "session closed".
+        """
+        failure = self.conn.failure
+        if failure is not None and not self._failure_raised:
+            self._failure_raised = True
+            raise failure
+
     async def _one(self, op_: bp.Op, arg: Mapping[str, Any] | None = None) -> bp.BatchReplyReceived:
-        reply = await self.conn.call(op_, [self.slot], None if arg is None else [arg])
+        try:
+            reply = await self.conn.call(op_, [self.slot], None if arg is None else [arg])
+        except OpenEnvGymError:
+            self._failure_raised = True
+            raise
         error = reply.errors.get(self.slot)
         if error is not None:
             raise slot_error(error)
@@ -128,6 +145,8 @@ class Session:
         return self._impl.closed
 
     def _check(self) -> None:
+        if isinstance(self._impl, _BatchSlot):
+            self._impl.raise_unseen_failure()
         if self._impl.closed:
             raise UsageError(f"the session with {self.base_url} is closed")
 
