@@ -1,0 +1,769 @@
+"""openenv-gym's batched protocol, version 1: msgpack binary frames, sans-I/O.
+
+One WebSocket connection (path ``/batch``, subprotocol :data:`SUBPROTOCOL`) carries many
+environment *slots*. One frame carries one operation for many slots; every reply lists
+a result or an error per slot, so one failing env never fails the batch. Requests carry
+ids, so several may be in flight. ``docs/protocol.md`` section 3 is the specification.
+
+Usage, client side::
+
+    conn = BatchClient()
+    conn.send_hello()
+    rid = conn.send_open([0, 1, 2])
+    for frame in conn.data_to_send(): ...          # binary frames
+    conn.receive_data(frame)
+    for event in conn.events_received(): ...       # HelloReceived, BatchReplyReceived, ...
+
+The server side (:class:`BatchServer`) turns frames into :class:`BatchRequestReceived`
+events and replies with :meth:`BatchServer.send_results`.
+"""
+
+from __future__ import annotations
+
+import enum
+import math
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, TypeGuard
+
+import msgpack
+import numpy as np
+
+from openenv_gym.exceptions import LocalProtocolError, RemoteProtocolError
+from openenv_gym.protocol.arrays import NDARRAY_EXT, pack_ndarray, unpack_ndarray
+from openenv_gym.protocol.openenv import ErrorReceived, _brief, code_ends_session
+
+__all__ = [
+    "DEFAULT_MAX_FRAME",
+    "MAX_REQUEST_ID",
+    "PROTOCOL_VERSION",
+    "SUBPROTOCOL",
+    "BatchClient",
+    "BatchReplyReceived",
+    "BatchRequestReceived",
+    "BatchServer",
+    "ConnectionState",
+    "FrameErrorCode",
+    "HelloReceived",
+    "HelloRequestReceived",
+    "Op",
+    "RequestFailed",
+    "SlotError",
+    "SlotErrorCode",
+    "SlotResult",
+    "decode_frame",
+    "encode_frame",
+]
+
+PROTOCOL_VERSION = 1
+"""The version this module speaks (section 1.2)."""
+
+SUBPROTOCOL = "openenv-gym.batch.v1"
+"""WebSocket subprotocol a server selects when it speaks batched protocol v1 (section 1.3)."""
+
+MAX_REQUEST_ID = 2**32 - 1
+"""Largest request id. Id 0 is reserved for ``hello`` (section 3.5)."""
+
+DEFAULT_MAX_FRAME = 16 * 2**20
+"""Largest frame a :class:`BatchServer` accepts unless told otherwise (section 3.8)."""
+
+
+class Op(enum.StrEnum):
+    """Operations of the batched protocol (section 3.4)."""
+
+    HELLO = "hello"
+    OPEN = "open"
+    RESET = "reset"
+    STEP = "step"
+    STATE = "state"
+    CLOSE = "close"
+
+
+_OPS = {op.value: op for op in Op}
+_ARG_OPS = (Op.RESET, Op.STEP)  # requests carry "args", replies "obs" / "reward" / "done"
+_RESULT_OPS = (Op.RESET, Op.STEP, Op.STATE)  # every slot gets a result or an error
+_F8 = np.dtype("<f8")
+_B1 = np.dtype("|b1")
+
+
+class FrameErrorCode(enum.StrEnum):
+    """Codes of a whole-frame ``op: "error"`` reply (section 3.6); the connection survives."""
+
+    INVALID_FRAME = "INVALID_FRAME"  # not one msgpack map of at most max_frame bytes
+    INVALID_REQUEST = "INVALID_REQUEST"  # a map, but not a valid request
+
+
+class SlotErrorCode(enum.StrEnum):
+    """Per-slot error codes that exist only in the batched protocol (section 3.6)."""
+
+    NO_SUCH_SLOT = "NO_SUCH_SLOT"  # the slot is not open on this connection
+    SLOT_IN_USE = "SLOT_IN_USE"  # open: the slot is already open
+
+
+# ------------------------------------------------------------------------------ codec
+
+
+def _default(obj: Any) -> Any:
+    if isinstance(obj, np.ndarray):
+        return msgpack.ExtType(NDARRAY_EXT, pack_ndarray(obj))
+    if isinstance(obj, np.generic):
+        return obj.item()
+    if isinstance(obj, set | frozenset):  # tuples and lists are msgpack arrays already
+        return list(obj)
+    raise TypeError(f"cannot serialise {type(obj).__name__}")
+
+
+def _ext_hook(code: int, data: bytes) -> Any:
+    if code == NDARRAY_EXT:
+        return unpack_ndarray(data)
+    raise RemoteProtocolError(f"unknown msgpack extension type {code}")
+
+
+def encode_frame(message: Mapping[str, Any]) -> bytes:
+    """Serialise one frame (a map) with ndarrays as extension types (sections 3.2, 3.3).
+
+    numpy scalars travel as plain numbers, sets as arrays.
+
+    >>> encode_frame({"op": "state", "id": 7, "slots": [0, 1]}).hex(" ")
+    '83 a2 6f 70 a5 73 74 61 74 65 a2 69 64 07 a5 73 6c 6f 74 73 92 00 01'
+
+    Raises:
+        LocalProtocolError: Some value cannot be serialised.
+    """
+    try:
+        frame: bytes = msgpack.packb(message, default=_default, use_bin_type=True)
+    except (TypeError, ValueError, OverflowError) as exc:
+        raise LocalProtocolError(f"cannot encode frame: {exc}") from exc
+    return frame
+
+
+def decode_frame(data: bytes | str, max_size: int | None = None) -> dict[Any, Any]:
+    """Parse one frame into a map (section 3.2).
+
+    Args:
+        data: The frame; a ``str`` (a text frame) is always rejected.
+        max_size: Largest frame accepted, in bytes; None for no limit.
+
+    Raises:
+        RemoteProtocolError: The data is not one msgpack map (or holds a bad extension).
+    """
+    if not isinstance(data, bytes | bytearray | memoryview):
+        raise RemoteProtocolError("batched protocol frames are binary, got a text frame")
+    if max_size is not None and len(data) > max_size:
+        raise RemoteProtocolError(f"frame of {len(data)} bytes exceeds {max_size}")
+    try:
+        message = msgpack.unpackb(
+            data, ext_hook=_ext_hook, raw=False, strict_map_key=False, use_list=True
+        )
+    except RemoteProtocolError:
+        raise
+    except Exception as exc:  # msgpack raises many types on garbage (ValueError, ...)
+        raise RemoteProtocolError(f"frame is not valid msgpack: {exc!r}") from exc
+    if not isinstance(message, dict):
+        raise RemoteProtocolError(f"frame is not a map but {type(message).__name__}")
+    return message
+
+
+def _is_uint(value: Any) -> TypeGuard[int]:
+    return isinstance(value, int) and not isinstance(value, bool) and value >= 0
+
+
+def _check_id(value: Any) -> int:
+    if not _is_uint(value) or value > MAX_REQUEST_ID:
+        raise RemoteProtocolError(
+            f"request id must be an integer in [0, 2**32), got {_brief(value)}"
+        )
+    return value
+
+
+def _check_slots(value: Any) -> tuple[int, ...]:
+    if not isinstance(value, list) or not value or not all(_is_uint(s) for s in value):
+        raise RemoteProtocolError(
+            f"'slots' must be a non-empty list of non-negative integers, got {_brief(value)}"
+        )
+    slots = tuple(value)
+    if len(set(slots)) != len(slots):
+        raise RemoteProtocolError("'slots' contains duplicates")
+    return slots
+
+
+# --------------------------------------------------------------------------- messages
+
+
+@dataclass(frozen=True, slots=True)
+class SlotResult:
+    """A successful per-slot result of reset / step / state.
+
+    Attributes:
+        observation: Observation fields (reset / step), or the state (state).
+        reward: Reward, ``None`` when the env gave none (reset / step only).
+        done: Episode-over flag (reset / step only).
+        metadata: Observation metadata (openenv >= 0.4 semantics), or None.
+    """
+
+    observation: dict[str, Any] | None = None
+    reward: float | None = None
+    done: bool = False
+    metadata: dict[str, Any] | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class SlotError:
+    """A per-slot error. ``code`` is an OpenEnv :class:`ErrorCode` or a :class:`SlotErrorCode`."""
+
+    code: str
+    message: str
+    details: Mapping[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class HelloRequestReceived:
+    """Server side: the client's ``hello``. Answer with :meth:`BatchServer.send_hello`."""
+
+    request_id: int
+    versions: tuple[int, ...]
+    client: str
+
+
+@dataclass(frozen=True, slots=True)
+class BatchRequestReceived:
+    """Server side: one operation for many slots. Answer with :meth:`BatchServer.send_results`.
+
+    Attributes:
+        op: The operation.
+        request_id: The id to echo in the reply.
+        slots: Slot ids, unique.
+        args: One mapping per slot for reset (kwargs) and step (action); else empty.
+    """
+
+    op: Op
+    request_id: int
+    slots: tuple[int, ...]
+    args: tuple[Mapping[str, Any], ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class HelloReceived:
+    """Client side: the server's answer to ``hello``."""
+
+    version: int
+    server: str
+    env: str
+    max_slots: int
+    max_frame: int
+
+
+@dataclass(frozen=True, slots=True)
+class BatchReplyReceived:
+    """Client side: the reply to one batched request.
+
+    Attributes:
+        op: The operation answered.
+        request_id: The request's id.
+        slots: The request's slots, in request order.
+        observations: Per slot: the observation (reset / step) or state (state), None on error.
+        rewards: float64 array, NaN where the env sent no reward or the slot failed.
+        dones: bool array.
+        metadata: Per slot: metadata or None.
+        errors: Slot id -> error, for the slots that failed.
+    """
+
+    op: Op
+    request_id: int
+    slots: tuple[int, ...]
+    observations: list[dict[str, Any] | None]
+    rewards: np.ndarray[Any, np.dtype[np.float64]]
+    dones: np.ndarray[Any, np.dtype[np.bool_]]
+    metadata: list[dict[str, Any] | None]
+    errors: dict[int, ErrorReceived]
+
+
+@dataclass(frozen=True, slots=True)
+class RequestFailed:
+    """Client side: the server rejected a whole frame (``op: "error"``).
+
+    ``request_id`` is None when the server could not read one from our frame.
+    """
+
+    request_id: int | None
+    code: str
+    message: str
+
+
+# ---------------------------------------------------------------------- client side
+
+
+class ConnectionState(enum.Enum):
+    """States of a batched connection (section 3.7)."""
+
+    NEW = "new"  # client: nothing sent yet; server: no valid hello received yet
+    HELLO_SENT = "hello_sent"  # client only: hello sent, its reply not received yet
+    OPEN = "open"  # client: hello answered; server: valid hello received
+    CLOSED = "closed"  # client only: hello refused, bad frame, or connection lost
+
+
+@dataclass(slots=True)
+class _Pending:
+    op: Op
+    slots: tuple[int, ...]
+
+
+class BatchClient:
+    """Client side of one batched connection.
+
+    Send ``hello`` first (:meth:`send_hello`); other requests may follow at once, without
+    waiting for its reply. Every ``send_*`` returns the request id, queues one frame
+    (:meth:`data_to_send`), and raises :class:`LocalProtocolError` with the state unchanged
+    when the call is illegal: unknown or busy slots, closed connection, a frame larger
+    than the server's ``max_frame``. Feed received frames to :meth:`receive_data`, read
+    :meth:`events_received`. Once :attr:`state` is ``CLOSED``, close the socket and feed
+    nothing more.
+
+    Args:
+        client_name: Sent in ``hello``.
+    """
+
+    def __init__(self, client_name: str = "openenv-gym") -> None:
+        self.state = ConnectionState.NEW
+        self.client_name = client_name
+        self.server_info: HelloReceived | None = None
+        self.open_slots: set[int] = set()
+        self._busy: set[int] = set()
+        self._pending: dict[int, _Pending] = {}
+        self._next_id = 1
+        self._outgoing: list[bytes] = []
+        self._events: list[HelloReceived | BatchReplyReceived | RequestFailed] = []
+
+    @property
+    def in_flight(self) -> int:
+        """Number of requests sent and not answered yet."""
+        return len(self._pending)
+
+    def _free_id(self) -> int:
+        """The next request id not in flight, skipping 0 (hello's); nothing is changed."""
+        rid = self._next_id
+        while rid in self._pending or rid == 0:
+            rid = (rid + 1) % (MAX_REQUEST_ID + 1)
+        return rid
+
+    def send_hello(self) -> int:
+        """Queue ``hello`` (request id 0). Must be the first request."""
+        if self.state is not ConnectionState.NEW:
+            raise LocalProtocolError(f"hello must be sent first, state is {self.state.value}")
+        frame = encode_frame(
+            {
+                "op": Op.HELLO.value,
+                "id": 0,
+                "versions": [PROTOCOL_VERSION],
+                "client": self.client_name,
+            }
+        )
+        self._pending[0] = _Pending(Op.HELLO, ())
+        self.state = ConnectionState.HELLO_SENT
+        self._outgoing.append(frame)
+        return 0
+
+    def _send(self, op: Op, slots: Iterable[int], args: Sequence[Mapping[str, Any]] | None) -> int:
+        if self.state in (ConnectionState.NEW, ConnectionState.CLOSED):
+            raise LocalProtocolError(f"cannot send {op.value} in state {self.state.value}")
+        slot_tuple = tuple(slots)
+        if not slot_tuple:
+            raise LocalProtocolError(f"{op.value} needs at least one slot")
+        if not all(_is_uint(s) for s in slot_tuple):
+            raise LocalProtocolError(f"{op.value}: slots must be non-negative integers")
+        if len(set(slot_tuple)) != len(slot_tuple):
+            raise LocalProtocolError(f"{op.value}: duplicate slots")
+        busy = self._busy.intersection(slot_tuple)
+        if busy:
+            raise LocalProtocolError(f"{op.value}: slots {sorted(busy)} have a request in flight")
+        if op is Op.OPEN:
+            already = self.open_slots.intersection(slot_tuple)
+            if already:
+                raise LocalProtocolError(f"open: slots {sorted(already)} are already open")
+        else:
+            unknown = set(slot_tuple) - self.open_slots
+            if unknown:
+                raise LocalProtocolError(f"{op.value}: slots {sorted(unknown)} are not open")
+        message: dict[str, Any] = {"op": op.value, "id": 0, "slots": list(slot_tuple)}
+        if op in _ARG_OPS:
+            if args is None or len(args) != len(slot_tuple):
+                raise LocalProtocolError(
+                    f"{op.value}: {len(slot_tuple)} slots need as many arguments, got "
+                    f"{'none' if args is None else len(args)}"
+                )
+            if not all(isinstance(key, str) for arg in args for key in arg):
+                raise LocalProtocolError(f"{op.value}: argument maps need string keys")
+            message["args"] = [dict(a) for a in args]
+        rid = self._free_id()
+        message["id"] = rid
+        frame = encode_frame(message)
+        limit = None if self.server_info is None else self.server_info.max_frame
+        if limit is not None and len(frame) > limit:
+            raise LocalProtocolError(
+                f"{op.value}: frame of {len(frame)} bytes exceeds the server's max_frame {limit}"
+            )
+        self._next_id = (rid + 1) % (MAX_REQUEST_ID + 1)
+        self._pending[rid] = _Pending(op, slot_tuple)
+        self._busy.update(slot_tuple)
+        self._outgoing.append(frame)
+        return rid
+
+    def send_open(self, slots: Iterable[int]) -> int:
+        """Queue ``open``: create one environment instance per slot."""
+        return self._send(Op.OPEN, slots, None)
+
+    def send_reset(self, slots: Iterable[int], kwargs: Sequence[Mapping[str, Any]]) -> int:
+        """Queue ``reset`` with one kwargs mapping per slot (``seed``, ``episode_id``...)."""
+        return self._send(Op.RESET, slots, kwargs)
+
+    def send_step(self, slots: Iterable[int], actions: Sequence[Mapping[str, Any]]) -> int:
+        """Queue ``step`` with one action (its fields) per slot."""
+        return self._send(Op.STEP, slots, actions)
+
+    def send_state(self, slots: Iterable[int]) -> int:
+        """Queue ``state`` for the slots."""
+        return self._send(Op.STATE, slots, None)
+
+    def send_close(self, slots: Iterable[int]) -> int:
+        """Queue ``close``: destroy the slots' environment instances."""
+        return self._send(Op.CLOSE, slots, None)
+
+    def data_to_send(self) -> list[bytes]:
+        """Return and forget the binary frames queued for sending."""
+        frames, self._outgoing = self._outgoing, []
+        return frames
+
+    def receive_data(self, data: bytes | str) -> None:
+        """Feed one received frame. Next: :meth:`events_received`, then check :attr:`state`.
+
+        An ``op: "error"`` reply without an id, or one that refuses ``hello``, is returned
+        as a :class:`RequestFailed` event and closes the connection (section 3.6).
+
+        Raises:
+            RemoteProtocolError: The frame is malformed or answers no pending request;
+                the connection is closed (its replies can no longer be matched).
+        """
+        if self.state is ConnectionState.CLOSED:
+            raise RemoteProtocolError("frame received on a closed connection")
+        try:
+            self._events.append(self._parse(decode_frame(data)))
+        except RemoteProtocolError:
+            self.connection_lost()
+            raise
+
+    def _parse(self, message: dict[Any, Any]) -> HelloReceived | BatchReplyReceived | RequestFailed:
+        op = message.get("op")
+        if not isinstance(op, str):
+            raise RemoteProtocolError(f"reply has no 'op' string: {_brief(op)}")
+        if op == "error":
+            return self._parse_error(message)
+        rid = _check_id(message.get("id"))
+        pending = self._pop(rid)
+        if op != pending.op.value:
+            raise RemoteProtocolError(f"reply op {_brief(op)} does not match {pending.op.value}")
+        if pending.op is Op.HELLO:
+            return self._parse_hello(message)
+        return self._parse_reply(message, rid, pending)
+
+    def _parse_error(self, message: dict[Any, Any]) -> RequestFailed:
+        raw_id, code, text = message.get("id"), message.get("code"), message.get("message")
+        if not isinstance(code, str) or not isinstance(text, str):
+            raise RemoteProtocolError(f"malformed error frame: {_brief(message)}")
+        rid = None if raw_id is None else _check_id(raw_id)
+        # Without an id some request of ours will never be answered; after a refused
+        # hello nothing will be: either way the connection is unusable.
+        if rid is None or self._pop(rid).op is Op.HELLO:
+            self.connection_lost()
+        return RequestFailed(rid, code, text)
+
+    def _pop(self, rid: int) -> _Pending:
+        pending = self._pending.pop(rid, None)
+        if pending is None:
+            raise RemoteProtocolError(f"reply to unknown request id {rid}")
+        self._busy.difference_update(pending.slots)
+        return pending
+
+    def _parse_hello(self, message: dict[Any, Any]) -> HelloReceived:
+        version, server, env, max_slots, max_frame = (
+            message.get(name) for name in ("version", "server", "env", "max_slots", "max_frame")
+        )
+        if not (
+            _is_uint(version)
+            and isinstance(server, str)
+            and isinstance(env, str)
+            and _is_uint(max_slots)
+            and _is_uint(max_frame)
+        ):
+            raise RemoteProtocolError(
+                "hello reply needs non-negative integers 'version', 'max_slots', 'max_frame' "
+                "and strings 'server', 'env'"
+            )
+        if version != PROTOCOL_VERSION:
+            raise RemoteProtocolError(f"server chose unsupported protocol version {version}")
+        # Only a pending hello is answered here, and it is pending only in HELLO_SENT.
+        self.server_info = HelloReceived(version, server, env, max_slots, max_frame)
+        self.state = ConnectionState.OPEN
+        return self.server_info
+
+    def _parse_reply(
+        self, message: dict[Any, Any], rid: int, pending: _Pending
+    ) -> BatchReplyReceived:
+        n = len(pending.slots)
+        errors = _parse_errors(message.get("errors", {}), n)
+        observations: list[dict[str, Any] | None] = [None] * n
+        metadata: list[dict[str, Any] | None] = [None] * n
+        rewards = np.full(n, math.nan)
+        dones = np.zeros(n, dtype=bool)
+        if pending.op in _ARG_OPS:
+            observations = _parse_list(message.get("obs"), n, "obs", dict)
+            metadata = _parse_list(message.get("meta", [None] * n), n, "meta", dict)
+            rewards = _parse_column(message.get("reward"), n, "reward", _F8)
+            dones = _parse_column(message.get("done"), n, "done", _B1)
+        elif pending.op is Op.STATE:
+            observations = _parse_list(message.get("state"), n, "state", dict)
+        if pending.op in _RESULT_OPS:
+            for pos, (slot, obs) in enumerate(zip(pending.slots, observations, strict=True)):
+                if (pos in errors) == (obs is not None):
+                    raise RemoteProtocolError(f"slot {slot}: needs either a result or an error")
+        slot_errors = {pending.slots[pos]: err for pos, err in errors.items()}
+        self._update_slots(pending, slot_errors)
+        return BatchReplyReceived(
+            pending.op, rid, pending.slots, observations, rewards, dones, metadata, slot_errors
+        )
+
+    def _update_slots(self, pending: _Pending, errors: Mapping[int, ErrorReceived]) -> None:
+        if pending.op is Op.OPEN:
+            self.open_slots.update(s for s in pending.slots if s not in errors)
+        elif pending.op is Op.CLOSE:
+            self.open_slots.difference_update(pending.slots)
+        else:
+            self.open_slots.difference_update(s for s, e in errors.items() if e.ends_session)
+
+    def connection_lost(self) -> None:
+        """Record that the socket is gone: every slot and pending request is lost."""
+        self.state = ConnectionState.CLOSED
+        self.open_slots.clear()
+        self._busy.clear()
+        self._pending.clear()
+
+    def events_received(self) -> list[HelloReceived | BatchReplyReceived | RequestFailed]:
+        """Return and forget the events parsed so far."""
+        events, self._events = self._events, []
+        return events
+
+
+def _parse_errors(value: Any, n: int) -> dict[int, ErrorReceived]:
+    if not isinstance(value, dict):
+        raise RemoteProtocolError(f"'errors' must be a map, got {type(value).__name__}")
+    errors: dict[int, ErrorReceived] = {}
+    for pos, err in value.items():
+        if not _is_uint(pos) or pos >= n:
+            raise RemoteProtocolError(f"'errors' key {_brief(pos)} is not a slot position")
+        if (
+            not isinstance(err, list)
+            or len(err) != 3
+            or not isinstance(err[0], str)
+            or not isinstance(err[1], str)
+            or not isinstance(err[2], dict)
+        ):
+            raise RemoteProtocolError(f"malformed slot error {_brief(err)}")
+        code, message, details = err
+        errors[pos] = ErrorReceived(code, message, details, _slot_error_fatal(code))
+    return errors
+
+
+def _slot_error_fatal(code: str) -> bool:
+    return code_ends_session(code) or code == SlotErrorCode.NO_SUCH_SLOT.value
+
+
+def _parse_list(value: Any, n: int, name: str, kind: type) -> list[Any]:
+    if not isinstance(value, list) or len(value) != n:
+        raise RemoteProtocolError(f"{name!r} must be a list of {n} entries")
+    for item in value:
+        if item is not None and not isinstance(item, kind):
+            raise RemoteProtocolError(f"{name!r} entries must be {kind.__name__} or nil")
+    return value
+
+
+def _parse_column(value: Any, n: int, name: str, dtype: np.dtype[Any]) -> Any:
+    if not isinstance(value, np.ndarray) or value.shape != (n,) or value.dtype != dtype:
+        raise RemoteProtocolError(f"{name!r} must be a {dtype.str} array of shape ({n},)")
+    return value
+
+
+# ---------------------------------------------------------------------- server side
+
+
+class BatchServer:
+    """Server side of one batched connection.
+
+    Feed every received frame to :meth:`receive_data`; read requests with
+    :meth:`events_received`; answer each with :meth:`send_hello` or :meth:`send_results`
+    (replies may go in any order); write :meth:`data_to_send`. Malformed frames are
+    answered here with an ``op: "error"`` frame and the connection survives (section 3.6).
+    Which slots are open is the caller's business: answer ``NO_SUCH_SLOT``,
+    ``SLOT_IN_USE`` and ``CAPACITY_REACHED`` per slot with :class:`SlotError`.
+
+    Args:
+        max_frame: Largest frame accepted, in bytes (also announced in ``hello``).
+    """
+
+    def __init__(self, max_frame: int = DEFAULT_MAX_FRAME) -> None:
+        self.max_frame = max_frame
+        self.state = ConnectionState.NEW
+        self._pending: dict[int, tuple[Op, tuple[int, ...]]] = {}
+        self._busy: set[int] = set()
+        self._outgoing: list[bytes] = []
+        self._events: list[HelloRequestReceived | BatchRequestReceived] = []
+
+    def receive_data(self, data: bytes | str) -> None:
+        """Feed one received frame. Next: :meth:`events_received`, :meth:`data_to_send`.
+
+        Any frame is either turned into one request event or answered with an error frame.
+        """
+        rid: int | None = None
+        code = FrameErrorCode.INVALID_FRAME
+        try:
+            message = decode_frame(data, self.max_frame)
+            code = FrameErrorCode.INVALID_REQUEST
+            rid = self._request_id(message)
+            event = self._parse(message, rid)
+        except RemoteProtocolError as exc:
+            self._queue({"op": "error", "id": rid, "code": code.value, "message": str(exc)})
+            return
+        if isinstance(event, HelloRequestReceived):
+            self.state = ConnectionState.OPEN
+            self._pending[rid] = (Op.HELLO, ())
+        else:
+            self._pending[rid] = (event.op, event.slots)
+            self._busy.update(event.slots)
+        self._events.append(event)
+
+    def _request_id(self, message: dict[Any, Any]) -> int:
+        rid = _check_id(message.get("id"))
+        if rid in self._pending:
+            raise RemoteProtocolError(f"request id {rid} is already in flight")
+        op = message.get("op")
+        is_hello = isinstance(op, str) and op == Op.HELLO.value
+        if is_hello != (rid == 0):
+            raise RemoteProtocolError("id 0 is reserved for hello, and hello must use it")
+        return rid
+
+    def _parse(
+        self, message: dict[Any, Any], rid: int
+    ) -> HelloRequestReceived | BatchRequestReceived:
+        name = message.get("op")
+        op = _OPS.get(name) if isinstance(name, str) else None
+        if op is None:
+            raise RemoteProtocolError(f"unknown op {_brief(name)}")
+        if op is Op.HELLO:
+            if self.state is not ConnectionState.NEW:
+                raise RemoteProtocolError("hello was already received")
+            versions = message.get("versions")
+            client = message.get("client", "")
+            if (
+                not isinstance(versions, list)
+                or not all(_is_uint(v) for v in versions)
+                or not isinstance(client, str)
+            ):
+                raise RemoteProtocolError("hello needs 'versions' (list of int) and 'client' (str)")
+            if PROTOCOL_VERSION not in versions:
+                raise RemoteProtocolError(
+                    f"no common protocol version (server speaks {PROTOCOL_VERSION})"
+                )
+            return HelloRequestReceived(rid, tuple(versions), client)
+        if self.state is ConnectionState.NEW:
+            raise RemoteProtocolError(f"{op.value} before hello")
+        slots = _check_slots(message.get("slots"))
+        busy = self._busy.intersection(slots)
+        if busy:
+            raise RemoteProtocolError(f"slots {sorted(busy)} are in a request in flight")
+        args: tuple[Mapping[str, Any], ...] = ()
+        if op in _ARG_OPS:
+            raw = message.get("args")
+            if not isinstance(raw, list) or len(raw) != len(slots):
+                raise RemoteProtocolError(f"{op.value}: 'args' must be a list of {len(slots)} maps")
+            if not all(isinstance(a, dict) and all(isinstance(k, str) for k in a) for a in raw):
+                raise RemoteProtocolError(f"{op.value}: 'args' entries must be maps with str keys")
+            args = tuple(raw)
+        return BatchRequestReceived(op, rid, slots, args)
+
+    def send_hello(self, *, server: str, env: str, max_slots: int) -> None:
+        """Answer the pending ``hello``. Next: :meth:`data_to_send`.
+
+        Raises:
+            LocalProtocolError: No ``hello`` is pending.
+        """
+        frame = encode_frame(
+            {
+                "op": Op.HELLO.value,
+                "id": 0,
+                "version": PROTOCOL_VERSION,
+                "server": server,
+                "env": env,
+                "max_slots": max_slots,
+                "max_frame": self.max_frame,
+            }
+        )
+        self._answer(0, (Op.HELLO, ()), frame)
+
+    def send_results(
+        self, request: BatchRequestReceived, results: Sequence[SlotResult | SlotError | None]
+    ) -> None:
+        """Answer a batched request with one entry per slot, in request order.
+
+        ``reset`` / ``step`` / ``state`` need a :class:`SlotResult` or a :class:`SlotError`
+        per slot; ``open`` / ``close`` take ``None`` (or a :class:`SlotResult`) for success.
+        Next: :meth:`data_to_send`.
+
+        Raises:
+            LocalProtocolError: The request is not pending, ``results`` does not fit it,
+                or a value cannot be serialised.
+        """
+        rid, op = request.request_id, request.op
+        if len(results) != len(request.slots):
+            raise LocalProtocolError(
+                f"{len(request.slots)} slots need {len(request.slots)} results, got {len(results)}"
+            )
+        if op in _RESULT_OPS and not all(isinstance(r, SlotResult | SlotError) for r in results):
+            raise LocalProtocolError(f"{op.value} needs a SlotResult or SlotError per slot")
+        message: dict[str, Any] = {"op": op.value, "id": rid}
+        ok = [r if isinstance(r, SlotResult) else None for r in results]
+        if op in _ARG_OPS:
+            message["obs"] = [None if r is None else r.observation or {} for r in ok]
+            message["reward"] = np.array(
+                [math.nan if r is None or r.reward is None else r.reward for r in ok], dtype=_F8
+            )
+            message["done"] = np.array([r is not None and r.done for r in ok], dtype=_B1)
+            if any(r is not None and r.metadata for r in ok):
+                message["meta"] = [None if r is None else r.metadata or None for r in ok]
+        elif op is Op.STATE:
+            message["state"] = [None if r is None else r.observation or {} for r in ok]
+        errors = {
+            pos: [r.code, r.message, dict(r.details)]
+            for pos, r in enumerate(results)
+            if isinstance(r, SlotError)
+        }
+        if errors:
+            message["errors"] = errors
+        self._answer(rid, (op, request.slots), encode_frame(message))
+
+    def _answer(self, rid: int, expected: tuple[Op, tuple[int, ...]], frame: bytes) -> None:
+        if self._pending.get(rid) != expected:
+            raise LocalProtocolError(f"no pending {expected[0].value} request with id {rid}")
+        del self._pending[rid]
+        self._busy.difference_update(expected[1])
+        self._outgoing.append(frame)
+
+    def _queue(self, message: Mapping[str, Any]) -> None:
+        self._outgoing.append(encode_frame(message))
+
+    def events_received(self) -> list[HelloRequestReceived | BatchRequestReceived]:
+        """Return and forget the requests parsed so far."""
+        events, self._events = self._events, []
+        return events
+
+    def data_to_send(self) -> list[bytes]:
+        """Return and forget the binary frames queued for sending."""
+        frames, self._outgoing = self._outgoing, []
+        return frames
