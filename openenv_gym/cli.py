@@ -71,8 +71,17 @@ async def _serve(args: argparse.Namespace) -> int:
         max_frame=args.max_frame,
         compression=args.compression,
     )
-    server = EnvServer(load_env(spec), config, name=spec.rsplit(":", 1)[-1].lower())
-    await server.start()
+    env_cls = load_env(spec)
+    try:
+        server = EnvServer(env_cls, config, name=spec.rsplit(":", 1)[-1].lower())
+    except OpenEnvGymError:
+        raise
+    except Exception as exc:
+        raise OpenEnvGymError(f"cannot build environment {spec!r}: {exc!r}") from exc
+    try:
+        await server.start()
+    except OSError as exc:
+        raise OpenEnvGymError(f"cannot listen on {args.host}:{args.port}: {exc}") from exc
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):

@@ -31,13 +31,16 @@ logger = logging.getLogger("openenv_gym.env")
 def reply_info(reply: StepReply, primary: str | None = None) -> dict[str, Any]:
     """Build the ``info`` of a step.
 
-    It holds every observation field the Gymnasium observation leaves out, plus
-    ``metadata`` and ``reward_raw`` (the reward as sent, None for ``null``).
+    It holds every observation field the Gymnasium observation (``primary``) leaves out,
+    and ``metadata`` when the server sent a non-empty one (top level, openenv >= 0.4, or
+    nested in the observation). The same reply gives the same info over the batched and
+    the JSON protocol, so info keys and dtypes stay stable from step to step.
     """
-    info = {k: v for k, v in reply.observation.items() if k != primary}
-    if reply.metadata is not None:
-        info["metadata"] = reply.metadata
-    info["reward_raw"] = reply.reward
+    observation = reply.observation
+    info = {k: v for k, v in observation.items() if k != primary and k != "metadata"}
+    metadata = reply.metadata or observation.get("metadata")
+    if metadata:
+        info["metadata"] = metadata
     return info
 
 
@@ -151,11 +154,8 @@ class OpenEnvEnv(gymnasium.Env[Any, Any]):
         self._last = reply
         self._elapsed += 1
         terminated = bool(reply.done)
-        truncated = (
-            not terminated
-            and self.max_episode_steps is not None
-            and self._elapsed >= self.max_episode_steps
-        )
+        # as gymnasium's TimeLimit: the limit truncates, whether or not the step terminated
+        truncated = self.max_episode_steps is not None and self._elapsed >= self.max_episode_steps
         self._needs_reset = terminated or truncated
         reward = 0.0 if reply.reward is None else float(reply.reward)
         return (
@@ -167,7 +167,7 @@ class OpenEnvEnv(gymnasium.Env[Any, Any]):
         )
 
     def _info(self, reply: StepReply) -> dict[str, Any]:
-        return reply_info(reply, _PRIMARY_FIELD.get(self.codec.name))
+        return reply_info(reply, self.codec.primary)
 
     def state(self) -> dict[str, Any]:
         """The server-side state (``episode_id``, ``step_count``, env fields)."""
@@ -190,6 +190,3 @@ class OpenEnvEnv(gymnasium.Env[Any, Any]):
             if provider is not None:
                 provider.close()
         super().close()
-
-
-_PRIMARY_FIELD = {"echo": "echoed_message", "catch": "info_state"}

@@ -25,6 +25,8 @@ once, at the transport or protocol boundary, with ``raise ... from exc``::
     │   ├── ConnectError                     could not connect / upgrade
     │   ├── ConnectionLostError              the connection dropped
     │   └── RequestTimeoutError (TimeoutError)  no reply in time (fatal for the session)
+    ├── WaitTimeoutError (TimeoutError)      step_wait / recv gave up waiting; the step
+    │                                        is still pending (call again)
     ├── ProviderError                        a server could not be started or stopped
     └── EnvErrorGroup                        several sub-envs of a vector env failed;
                                              ``errors`` maps env index -> error
@@ -60,6 +62,7 @@ __all__ = [
     "TransportError",
     "UnknownTypeError",
     "UsageError",
+    "WaitTimeoutError",
     "server_error",
 ]
 
@@ -212,6 +215,10 @@ class RequestTimeoutError(TransportError, TimeoutError):
     """No reply within the timeout. The session is closed: its replies cannot be trusted."""
 
 
+class WaitTimeoutError(OpenEnvGymError, TimeoutError):
+    """``step_wait`` / ``recv`` waited ``timeout`` seconds; the step is still pending."""
+
+
 class ProviderError(OpenEnvGymError):
     """A server could not be started, reached, or stopped."""
 
@@ -221,10 +228,19 @@ class EnvErrorGroup(OpenEnvGymError):
 
     Attributes:
         errors: Env index -> the exception raised for that sub-env, in index order.
+        results: Env index -> ``(obs, reward, terminated, truncated, info)`` of the
+            sub-envs of the same call that succeeded (their step did happen), so no
+            transition is lost. Empty where the call has no per-env results.
     """
 
-    def __init__(self, message: str, errors: Mapping[int, BaseException]) -> None:
+    def __init__(
+        self,
+        message: str,
+        errors: Mapping[int, BaseException],
+        results: Mapping[int, tuple[Any, ...]] | None = None,
+    ) -> None:
         self.errors: dict[int, BaseException] = dict(sorted(errors.items()))
+        self.results: dict[int, tuple[Any, ...]] = dict(sorted((results or {}).items()))
         lines = "; ".join(f"env {i}: {exc}" for i, exc in self.errors.items())
         super().__init__(f"{message}: {lines}")
 

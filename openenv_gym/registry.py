@@ -41,6 +41,7 @@ def register_envs() -> None:
         gymnasium.register(
             id=env_id,
             entry_point="openenv_gym.env:OpenEnvEnv",
+            vector_entry_point="openenv_gym.vector:OpenEnvVectorEnv",
             kwargs={"env": entry.env},
             max_episode_steps=entry.max_episode_steps,
             # our servers honour seeds exactly; a user pointing base_url at a server that

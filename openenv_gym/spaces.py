@@ -7,9 +7,10 @@ Gymnasium observation. :func:`codec_for` returns the codec of a known environmen
 
 from __future__ import annotations
 
+import re
 import string
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -25,8 +26,39 @@ PRINTABLE = frozenset(string.printable)
 TEXT_CHARSET = "".join(sorted(PRINTABLE))
 
 
+_NOT_PRINTABLE = re.compile(r"[^ -~\t\n\r\x0b\x0c]")
+"""Matches any character outside :data:`PRINTABLE` (one C-level scan instead of a loop)."""
+
+
 def _text(max_length: int, min_length: int = 0) -> spaces.Text:
     return spaces.Text(max_length=max_length, min_length=min_length, charset=TEXT_CHARSET)
+
+
+def text_contains(space: spaces.Text) -> Callable[[Any], bool]:
+    """A fast ``space.contains`` for Text spaces over :data:`TEXT_CHARSET`."""
+    low, high = space.min_length, space.max_length
+
+    def contains(value: Any) -> bool:
+        return (
+            isinstance(value, str)
+            and low <= len(value) <= high
+            and _NOT_PRINTABLE.search(value) is None
+        )
+
+    return contains
+
+
+def discrete_contains(space: spaces.Discrete) -> Callable[[Any], bool]:
+    """A fast ``space.contains`` for Discrete spaces (Python and numpy integers)."""
+    low = int(space.start)
+    high = low + int(space.n)
+
+    def contains(value: Any) -> bool:
+        if isinstance(value, int | np.integer) and not isinstance(value, bool):
+            return bool(low <= value < high)
+        return bool(space.contains(value))
+
+    return contains
 
 
 @dataclass(frozen=True)
@@ -40,6 +72,9 @@ class Codec:
         encode_action: Gymnasium action -> the action's wire fields.
         decode_observation: Wire observation fields -> Gymnasium observation.
         render: Wire observation fields -> text for ``render_mode="ansi"``.
+        primary: The wire field the Gymnasium observation is made of (left out of
+            ``info``), or None when it is derived from several fields.
+        contains_action: A fast ``action_space.contains`` (default: the space's own).
     """
 
     name: str
@@ -48,6 +83,18 @@ class Codec:
     encode_action: Callable[[Any], dict[str, Any]]
     decode_observation: Callable[[Mapping[str, Any]], Any]
     render: Callable[[Mapping[str, Any]], str]
+    primary: str | None = None
+    contains_action: Callable[[Any], bool] | None = field(default=None)
+
+    def __post_init__(self) -> None:
+        if self.contains_action is None:
+            space = self.action_space
+            fast: Callable[[Any], bool] = space.contains
+            if isinstance(space, spaces.Text) and set(space.character_set) <= PRINTABLE:
+                fast = text_contains(space)
+            elif isinstance(space, spaces.Discrete):
+                fast = discrete_contains(space)
+            object.__setattr__(self, "contains_action", fast)
 
 
 def _field(obs: Mapping[str, Any], name: str, kind: type | tuple[type, ...]) -> Any:
@@ -77,7 +124,8 @@ def _wordle_text(obs: Mapping[str, Any]) -> str:
 
 
 def _ascii(text: str) -> str:
-    return "".join(ch if ch in PRINTABLE else "?" for ch in text)
+    """``text`` with every character outside the charset replaced by ``?``."""
+    return _NOT_PRINTABLE.sub("?", text)
 
 
 def _wordle_obs(obs: Mapping[str, Any]) -> str:
@@ -146,6 +194,7 @@ _CODECS: dict[str, Callable[[], Codec]] = {
         _catch_action,
         _catch_obs,
         _catch_render,
+        primary="info_state",
     ),
 }
 

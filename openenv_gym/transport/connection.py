@@ -302,7 +302,16 @@ class BatchConnection:
                         waiter.set_result(event)
                     elif rid is None:
                         logger.warning("server rejected a frame: %s", event)
-            failure = ConnectionLostError(f"connection to {self.url} closed by the server")
+                if self._proto.state is bp.ConnectionState.CLOSED:
+                    # e.g. an error reply without id: no pending request can be matched
+                    await _abort(self._ws)
+                    failure = RemoteProtocolError(
+                        f"{self.url}: the server rejected a frame it could not attribute; "
+                        "the connection is closed"
+                    )
+                    break
+            else:
+                failure = ConnectionLostError(f"connection to {self.url} closed by the server")
         except ConnectionClosed as exc:
             failure = ConnectionLostError(f"connection to {self.url} lost: {exc}")
         except ProtocolError as exc:

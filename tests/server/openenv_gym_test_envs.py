@@ -452,10 +452,12 @@ def _fresh_lifecycle() -> Iterator[None]:
     """Reset the counters; afterwards, check no server thread or process outlived its test."""
     LIFECYCLE.reset()
     SLEEP_RELEASE.clear()
+    before = {p.pid for p in psutil.Process().children(recursive=True)}
     yield
     SLEEP_RELEASE.clear()
     assert not [t for t in threading.enumerate() if t.name == "test-server"]
-    assert psutil.Process().children(recursive=True) == []
+    left = [p for p in psutil.Process().children(recursive=True) if p.pid not in before]
+    assert left == []
 
 
 @pytest.fixture

@@ -1,0 +1,144 @@
+"""Bad input and failures: every failed sub-env reported with its index, typed errors, no leaks."""
+
+from __future__ import annotations
+
+import os
+import signal
+from collections.abc import Callable
+from pathlib import Path
+
+import numpy as np
+import pytest
+from openenv_gym_vector_envs import RAISE, SLOW, counter_codec
+from vector_checks import wait_gone
+
+from openenv_gym.exceptions import (
+    EnvErrorGroup,
+    ExecutionError,
+    InvalidActionError,
+    OpenEnvGymError,
+    RequestTimeoutError,
+    ServerError,
+    TransportError,
+)
+from openenv_gym.vector import OpenEnvVectorEnv
+
+pytestmark = pytest.mark.integration
+
+MakeVector = Callable[..., OpenEnvVectorEnv]
+
+
+def test_actions_outside_the_space_in_several_envs(make_vector: MakeVector, protocol: str) -> None:
+    envs = make_vector(num_envs=4, protocol=protocol)
+    envs.reset()
+    with pytest.raises(EnvErrorGroup) as caught:
+        envs.step([0, 7, 1, -1])
+    group = caught.value
+    assert group.env_indices == [1, 3]
+    assert all(isinstance(e, InvalidActionError) for e in group.errors.values())
+    assert "env 1" in str(group)
+    assert "env 3" in str(group)
+    # nothing was sent: every env steps exactly once now
+    assert envs.step([0, 0, 0, 0])[0].tolist() == [1, 1, 1, 1]
+
+
+def test_server_errors_in_several_envs(make_vector: MakeVector, protocol: str) -> None:
+    envs = make_vector(num_envs=4, protocol=protocol)
+    envs.reset()
+    with pytest.raises(EnvErrorGroup) as caught:
+        envs.step([0, RAISE, 0, RAISE])
+    group = caught.value
+    assert group.env_indices == [1, 3]
+    for error in group.errors.values():
+        assert isinstance(error, ExecutionError)
+        assert isinstance(error, ServerError)
+        assert error.code == "EXECUTION_ERROR"
+        assert "action 4 raises" in error.message
+    # the sessions survive and the vector env steps on (envs 0 and 2 stepped in the failed call)
+    obs, rewards, *_ = envs.step([0, 0, 0, 0])
+    assert obs.tolist() == [2, 1, 2, 1]
+    assert rewards.tolist() == [2, 1, 2, 1]
+
+
+def test_reset_errors_in_every_env(make_vector: MakeVector, protocol: str) -> None:
+    envs = make_vector(num_envs=3, protocol=protocol)
+    with pytest.raises(EnvErrorGroup) as caught:
+        envs.reset(options={"episode_length": "not a number"})
+    assert caught.value.env_indices == [0, 1, 2]
+    assert all(isinstance(e, ExecutionError) for e in caught.value.errors.values())
+    obs, _ = envs.reset(seed=3)
+    assert obs.tolist() == [3, 4, 5]
+
+
+def test_step_timeout_is_fatal_for_those_sessions(
+    make_vector: MakeVector, protocol: str, gate: Path
+) -> None:
+    envs = make_vector(num_envs=2, protocol=protocol, timeouts={"step": 0.5})
+    envs.reset(options={"gate": str(gate)})
+    with pytest.raises(EnvErrorGroup) as caught:
+        envs.step([SLOW, 0])  # the gate never opens: the server never answers in time
+    assert caught.value.env_indices == [0, 1]
+    for error in caught.value.errors.values():
+        assert isinstance(error, RequestTimeoutError)
+        assert isinstance(error, TimeoutError)
+    with pytest.raises(EnvErrorGroup) as caught:
+        envs.step([0, 0])
+    assert caught.value.env_indices == [0, 1]
+    assert all(isinstance(e, OpenEnvGymError) for e in caught.value.errors.values())
+
+
+def own_servers(protocol: str) -> OpenEnvVectorEnv:
+    """Four counter envs on two local servers of their own (envs 0, 1 on server 0)."""
+    return OpenEnvVectorEnv(
+        codec=counter_codec(), num_envs=4, num_servers=2, protocol=protocol, timeouts={"step": 5}
+    )
+
+
+def check_lost(group: EnvErrorGroup) -> None:
+    assert group.env_indices == [0, 1]
+    assert all(isinstance(e, TransportError) for e in group.errors.values())
+
+
+@pytest.mark.parametrize("mode", ["idle", "mid-step"])
+def test_server_killed(protocol: str, mode: str, tmp_path: Path) -> None:
+    envs = own_servers(protocol)
+    pids = set(envs._provider.pids)  # type: ignore[attr-defined]
+    assert len(pids) == 2
+    gate = tmp_path / "gate"
+    try:
+        envs.reset(options={"gate": str(gate)})
+        envs.step([0, 0, 0, 0])
+        victim = envs._provider.pids[0]  # type: ignore[attr-defined]
+        if mode == "idle":
+            os.kill(victim, signal.SIGKILL)
+            with pytest.raises(EnvErrorGroup) as caught:
+                envs.step([0, 0, 0, 0])
+        else:
+            envs.step_async([SLOW, 0, 0, 0])  # server 0 is busy when it dies
+            os.kill(victim, signal.SIGKILL)
+            with pytest.raises(EnvErrorGroup) as caught:
+                envs.step_wait()
+        check_lost(caught.value)
+        # the dead sub-envs keep failing with a typed error; nothing hangs
+        with pytest.raises(EnvErrorGroup) as caught:
+            envs.step([0, 0, 0, 0])
+        assert caught.value.env_indices == [0, 1]
+        assert all(isinstance(e, OpenEnvGymError) for e in caught.value.errors.values())
+        with pytest.raises(EnvErrorGroup) as caught:
+            envs.reset()
+        assert caught.value.env_indices == [0, 1]
+    finally:
+        gate.touch()
+        envs.close()
+    envs.close()
+    assert not wait_gone(pids), "a server process outlived close()"
+
+
+def test_closing_with_a_step_in_flight_stops_the_servers(gate: Path) -> None:
+    envs = own_servers("batch")
+    pids = set(envs._provider.pids)  # type: ignore[attr-defined]
+    envs.reset(options={"gate": str(gate)})
+    envs.step_async(np.array([SLOW, 0, 0, 0]))
+    envs.close()  # the step is abandoned; server 0 is still blocked in the env
+    gate.touch()
+    assert not wait_gone(pids), "a server process outlived close()"
