@@ -31,16 +31,22 @@ Where this differs from OpenEnv's server, on purpose:
   continues the instance's own stream. Nothing is downloaded; the word lists ship in ``data/``
   and are read once per process (guesses are checked against Webster's ``web2``, not Hunspell
   and NLTK, so a few words are judged differently).
-- ``messages`` is the typed transcript (``PROMPT``, ``PLAYER_ACTION``, ``GAME_MESSAGE``,
-  ``GAME_ADMIN``; sender ``-1`` is the game, ``0`` the player). Upstream flattens it into one
-  ``MESSAGE`` string of ``[GAME] ...`` lines, and its ``prompt`` becomes ``"Wordle-v0"`` after
-  the first turn; here ``prompt`` is always the instructions.
+- ``messages`` holds only what was said since the previous observation, typed as raw
+  TextArena's ``get_observation()`` returns it (and clears it): after a reset the ``PROMPT``;
+  after a step the player's ``PLAYER_ACTION`` echo, then the game's ``GAME_MESSAGE`` feedback
+  or ``GAME_ADMIN`` warning, if any (sender ``-1`` is the game, ``0`` the player; consecutive
+  messages of the same sender and category are merged, as upstream merges them). Upstream
+  plays through TextArena's ``LLMObservationWrapper``, whose whole-episode transcript,
+  flattened into one ``MESSAGE`` string of ``[GAME] ...`` lines, is not reproduced: it would
+  grow every observation with the episode. The full history (every guess and its feedback) is
+  in ``state.raw_state["game_state"]["guess_history"]``. Upstream's ``prompt`` becomes
+  ``"Wordle-v0"`` after the first turn; here ``prompt`` is always the instructions.
 - ``wordle.greens``/``wordle.yellows`` on a winning step count the winning guess (upstream
   reads the previous guess's feedback, as a win prints none).
 - ``metadata`` has ``env_id``, ``turn`` and ``reward_signals``, but not ``raw_messages`` (a
   copy of ``messages``).
-- A step after the game ended is ignored: it returns the final transcript again with
-  ``done=True`` and ``reward=0.0`` (upstream would keep playing on a finished board).
+- A step after the game ended is ignored: it returns no messages, ``done=True`` and
+  ``reward=0.0`` (upstream would keep playing on a finished board).
 """
 
 from __future__ import annotations
@@ -56,6 +62,7 @@ from openenv_gym_servers.wordle.models import (
     WordleMessage,
     WordleObservation,
     WordleState,
+    trusted,
 )
 from openenv_gym_servers.wordle.words import score_guess, secret_words, valid_words
 
@@ -84,6 +91,7 @@ _PROMPT_TEXT = (
     "Enter your guess to begin.\n"
 )
 _PROMPT = _PROMPT_TEXT.strip()
+# Messages are frozen, so every reset observation may hold this one.
 _PROMPT_MESSAGE = WordleMessage(sender_id=GAME_ID, content=_PROMPT_TEXT, category="PROMPT")
 _NO_BRACKETS = (
     "You tried submitting a word in the wrong format. Please make sure to use squared brackets."
@@ -97,6 +105,12 @@ _DESCRIPTION = (
 )
 
 
+def _message(sender_id: int, content: str, category: str) -> WordleMessage:
+    return trusted(
+        WordleMessage, {"sender_id": sender_id, "content": content, "category": category}
+    )
+
+
 class WordleEnvironment(Environment[WordleAction, WordleObservation, WordleState]):
     """One game of Wordle per episode; see the module docstring for rules and rewards.
 
@@ -106,12 +120,12 @@ class WordleEnvironment(Environment[WordleAction, WordleObservation, WordleState
     Example:
         >>> env = WordleEnvironment()
         >>> obs = env.reset(seed=7)
-        >>> obs.done, obs.reward, obs.messages[0].category
-        (False, 0.0, 'PROMPT')
+        >>> obs.done, obs.reward, [m.category for m in obs.messages]
+        (False, 0.0, ['PROMPT'])
         >>> secret = env.state.raw_state["game_state"]["secret_word"]
         >>> obs = env.step(WordleAction(message=f"[{secret}]"))
-        >>> obs.done, obs.reward
-        (True, 1.0)
+        >>> obs.done, obs.reward, [m.category for m in obs.messages]
+        (True, 1.0, ['PLAYER_ACTION'])
     """
 
     action_type: ClassVar[type[WordleAction]] = WordleAction
@@ -125,7 +139,8 @@ class WordleEnvironment(Environment[WordleAction, WordleObservation, WordleState
         self._step_count = 0
         self._secret = ""
         self._history: list[tuple[str, tuple[str, ...]]] = []
-        self._messages: list[WordleMessage] = []
+        self._greens = 0  # of the latest valid guess
+        self._yellows = 0
         self._submitted: dict[str, int] = {}
         self._error_count = 0
         self._turn = 0
@@ -134,7 +149,7 @@ class WordleEnvironment(Environment[WordleAction, WordleObservation, WordleState
         self._reason: str | None = None
         self._final_reward: float | None = None
         self._last_reward = 0.0
-        self._last_signals: dict[str, float] = {}
+        self._last_signals: dict[str, float] | None = None  # handed out as copies only
         # A game is ready without reset(), as upstream's constructor resets.
         self._new_game(episode_id=None)
 
@@ -155,7 +170,7 @@ class WordleEnvironment(Environment[WordleAction, WordleObservation, WordleState
         if seed is not None:
             self._rng.seed(seed)
         self._new_game(episode_id=episode_id)
-        return self._observation(reward=0.0, info=self._info())
+        return self._observation([_PROMPT_MESSAGE], 0.0)
 
     def step(self, action: WordleAction) -> WordleObservation:
         """Play one message; see the module docstring for what counts as a valid guess.
@@ -164,13 +179,14 @@ class WordleEnvironment(Environment[WordleAction, WordleObservation, WordleState
             action: The player's message.
 
         Returns:
-            The transcript so far, with the step's reward, ``done`` and ``info``.
+            This turn's messages (the echoed action and the game's reply), with the step's
+            reward, ``done`` and ``info``.
         """
         self._step_count += 1
         if self._done:
             self._last_reward = 0.0
-            self._last_signals = {}
-            return self._observation(reward=0.0, info=self._info())
+            self._last_signals = None
+            return self._observation([], 0.0)
 
         message = action.message
         if "[" not in message and "]" not in message:
@@ -178,7 +194,9 @@ class WordleEnvironment(Environment[WordleAction, WordleObservation, WordleState
         shown = message
         for tag in _ROLE_TAGS:
             shown = shown.replace(tag, "")
-        self._add_message(PLAYER_ID, shown, "PLAYER_ACTION")
+        # This turn's messages: the player's, then at most one of the game's. No two in a row
+        # share sender and category, so there is never anything to merge.
+        messages = [_message(PLAYER_ID, shown, "PLAYER_ACTION")]
 
         match = _GUESS.search(message)
         word = match.group(1).lower() if match is not None else None
@@ -190,14 +208,16 @@ class WordleEnvironment(Environment[WordleAction, WordleObservation, WordleState
         reward = 0.0
         problem = _NO_BRACKETS if word is None else self._problem(word)
         if word is not None and problem is None:
-            reward = self._play(word)
+            reward = self._play(word, messages)
         elif self._error_count < ERROR_ALLOWANCE:
             self._error_count += 1
-            self._add_message(
-                GAME_ID,
-                f"You attempted an invalid move. Reason: {problem} Please resubmit a valid "
-                "move and remember to follow the game rules to avoid penalties.",
-                "GAME_ADMIN",
+            messages.append(
+                _message(
+                    GAME_ID,
+                    f"You attempted an invalid move. Reason: {problem} Please resubmit a valid "
+                    "move and remember to follow the game rules to avoid penalties.",
+                    "GAME_ADMIN",
+                )
             )
         else:
             self._turn += 1  # TextArena counts the move that loses the game as a turn
@@ -205,12 +225,20 @@ class WordleEnvironment(Environment[WordleAction, WordleObservation, WordleState
             self._finish(reward, reason=f"Invalid Move: {problem}", invalid=True)
 
         self._last_reward = reward
-        self._last_signals = self._reward_signals(reward, repeats=earlier)
-        return self._observation(reward=reward, info=self._info())
+        self._last_signals = {
+            "wordle.greens": self._greens / WORD_LENGTH,
+            "wordle.yellows": self._yellows / WORD_LENGTH,
+            "wordle.repetitions": 1.0 - earlier,
+            "wordle.correct": reward,
+        }
+        return self._observation(messages, reward)
 
     @property
     def state(self) -> WordleState:
         """The session state; ``raw_state["game_state"]["secret_word"]`` holds the secret."""
+        if self._episode_id is None:
+            # Drawn on first read, not on every reset: uuid4 costs more than the rest of a reset.
+            self._episode_id = str(uuid.uuid4())
         reward = self._final_reward
         raw: dict[str, Any] = {
             "turn": self._turn,
@@ -232,8 +260,8 @@ class WordleEnvironment(Environment[WordleAction, WordleObservation, WordleState
                 "num_guesses": NUM_GUESSES,
             },
         }
-        if self._last_signals:
-            raw["reward_signals"] = dict(self._last_signals)
+        if self._last_signals is not None:
+            raw["reward_signals"] = self._last_signals.copy()
         return WordleState(
             episode_id=self._episode_id,
             step_count=self._step_count,
@@ -254,10 +282,10 @@ class WordleEnvironment(Environment[WordleAction, WordleObservation, WordleState
 
     def _new_game(self, episode_id: str | None) -> None:
         self._secret = self._rng.choice(secret_words())
-        self._episode_id = episode_id if episode_id is not None else str(uuid.uuid4())
+        self._episode_id = episode_id  # None: drawn when ``state`` is first read
         self._step_count = 0
         self._history = []
-        self._messages = [_PROMPT_MESSAGE]
+        self._greens = self._yellows = 0
         self._submitted = {}
         self._error_count = 0
         self._turn = 0
@@ -266,33 +294,38 @@ class WordleEnvironment(Environment[WordleAction, WordleObservation, WordleState
         self._reason = None
         self._final_reward = None
         self._last_reward = 0.0
-        self._last_signals = {}
+        self._last_signals = None
 
     def _problem(self, word: str) -> str | None:
         """Why ``word`` is not a valid guess (TextArena's wording), or ``None`` if it is."""
         if len(word) != WORD_LENGTH:
             return f"Your word must be exactly {WORD_LENGTH} letters."
-        if any(word == guessed for guessed, _ in self._history):
-            return f"You have already guessed '{word}' before. Please try a different word."
+        for guessed, _ in self._history:
+            if word == guessed:
+                return f"You have already guessed '{word}' before. Please try a different word."
         if word not in valid_words():
             return f"'{word}' is not an English word."
         return None
 
-    def _play(self, word: str) -> float:
-        """Score a valid guess and return the step's reward."""
+    def _play(self, word: str, messages: list[WordleMessage]) -> float:
+        """Score a valid guess, append the game's reply and return the step's reward."""
         self._error_count = 0
         self._turn += 1
         feedback = score_guess(word, self._secret)
         self._history.append((word, feedback))
+        self._greens = feedback.count("G")
+        self._yellows = feedback.count("Y")
         if word == self._secret:
             self._finish(1.0, reason=_WIN_REASON, invalid=False)
             return 1.0
         left = NUM_GUESSES - len(self._history)
-        self._add_message(
-            GAME_ID,
-            f"You submitted [{word}].\nFeedback:\n{' '.join(word.upper())}\n"
-            f"{' '.join(feedback)}\nYou have {left} guesses left.",
-            "GAME_MESSAGE",
+        messages.append(
+            _message(
+                GAME_ID,
+                f"You submitted [{word}].\nFeedback:\n{' '.join(word.upper())}\n"
+                f"{' '.join(feedback)}\nYou have {left} guesses left.",
+                "GAME_MESSAGE",
+            )
         )
         if left > 0:
             return 0.0
@@ -317,8 +350,8 @@ class WordleEnvironment(Environment[WordleAction, WordleObservation, WordleState
     def _info(self) -> dict[str, Any]:
         """A fresh ``info`` dict for the latest step (empty after a reset)."""
         info: dict[str, Any] = {}
-        if self._last_signals:
-            info["reward_signals"] = dict(self._last_signals)
+        if self._last_signals is not None:
+            info["reward_signals"] = self._last_signals.copy()
         if self._done:
             info["reason"] = self._reason
             info["invalid_move"] = self._invalid_end
@@ -326,46 +359,27 @@ class WordleEnvironment(Environment[WordleAction, WordleObservation, WordleState
 
     def _completion(self) -> float:
         """``(greens + 0.5 * yellows) / 5`` of the latest valid guess (``0.0`` if none)."""
-        if not self._history:
-            return 0.0
-        feedback = self._history[-1][1]
-        return (feedback.count("G") + 0.5 * feedback.count("Y")) / WORD_LENGTH
+        return (self._greens + 0.5 * self._yellows) / WORD_LENGTH
 
-    def _reward_signals(self, reward: float, repeats: int) -> dict[str, float]:
-        greens = yellows = 0.0
-        if self._history:
-            feedback = self._history[-1][1]
-            greens = feedback.count("G") / WORD_LENGTH
-            yellows = feedback.count("Y") / WORD_LENGTH
-        return {
-            "wordle.greens": greens,
-            "wordle.yellows": yellows,
-            "wordle.repetitions": 1.0 - repeats,
-            "wordle.correct": reward,
-        }
+    def _observation(self, messages: list[WordleMessage], reward: float) -> WordleObservation:
+        """The observation of the latest reset or step; it shares nothing mutable with ``self``.
 
-    def _add_message(self, sender_id: int, content: str, category: str) -> None:
-        """Append to the transcript, merging into the last entry if sender and category match."""
-        last = self._messages[-1] if self._messages else None
-        if last is not None and last.sender_id == sender_id and last.category == category:
-            content = last.content + content
-            self._messages.pop()
-        self._messages.append(
-            WordleMessage(sender_id=sender_id, content=content, category=category)
-        )
-
-    def _observation(self, reward: float, info: dict[str, Any]) -> WordleObservation:
+        Built without validation (see :func:`~openenv_gym_servers.wordle.models.trusted`):
+        every value below has its field's type, and ``messages`` is a fresh list.
+        """
         metadata: dict[str, Any] = {"env_id": ENV_ID, "turn": self._turn}
-        signals = info.get("reward_signals")
-        if signals is not None:
-            metadata["reward_signals"] = dict(signals)
-        return WordleObservation(
-            prompt=_PROMPT,
-            messages=self._messages,
-            current_player_id=PLAYER_ID,
-            legal_players=[PLAYER_ID],
-            info=info,
-            done=self._done,
-            reward=reward,
-            metadata=metadata,
+        if self._last_signals is not None:
+            metadata["reward_signals"] = self._last_signals.copy()
+        return trusted(
+            WordleObservation,
+            {
+                "done": self._done,
+                "reward": reward,
+                "metadata": metadata,
+                "prompt": _PROMPT,
+                "messages": messages,
+                "current_player_id": PLAYER_ID,
+                "legal_players": [PLAYER_ID],
+                "info": self._info(),
+            },
         )

@@ -59,15 +59,22 @@ def score_guess(guess: str, secret: str) -> tuple[str, ...]:
 
     Returns:
         The feedback, one letter per position.
+
+    Raises:
+        ValueError: If the two words differ in length.
     """
+    if guess == secret:
+        return (GREEN,) * len(secret)
+    if len(guess) != len(secret):
+        raise ValueError(f"guess {guess!r} and secret {secret!r} differ in length")
     feedback = [GREY] * len(secret)
-    unused: list[str | None] = list(secret)
-    for i, (g, s) in enumerate(zip(guess, secret, strict=True)):
-        if g == s:
-            feedback[i] = GREEN
-            unused[i] = None
+    unused = secret  # the secret's letters not yet used by a G or Y (only counts matter)
     for i, g in enumerate(guess):
-        if feedback[i] != GREEN and g in unused:
+        if g == secret[i]:
+            feedback[i] = GREEN
+            unused = unused.replace(g, "", 1)
+    for i, g in enumerate(guess):
+        if feedback[i] is GREY and g in unused:
             feedback[i] = YELLOW
-            unused[unused.index(g)] = None
+            unused = unused.replace(g, "", 1)
     return tuple(feedback)

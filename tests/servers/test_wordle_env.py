@@ -4,11 +4,14 @@ from __future__ import annotations
 
 import random
 from importlib import resources
+from typing import Any
 
+import msgpack
 import pytest
 from pydantic import BaseModel, ValidationError
 
 from openenv_gym.server.environment import Environment
+from openenv_gym.spaces import codec_for
 from openenv_gym_servers.wordle import (
     TextArenaAction,
     TextArenaObservation,
@@ -19,6 +22,7 @@ from openenv_gym_servers.wordle import (
     WordleState,
 )
 from openenv_gym_servers.wordle import environment as wordle_module
+from openenv_gym_servers.wordle.models import trusted
 from openenv_gym_servers.wordle.words import score_guess, secret_words, valid_words
 
 ADMIN_PREFIX = "You attempted an invalid move. Reason: "
@@ -79,6 +83,36 @@ def crane_env(monkeypatch: pytest.MonkeyPatch) -> WordleEnvironment:
 )
 def test_score_guess_duplicate_letters(guess: str, secret: str, expected: str) -> None:
     assert "".join(score_guess(guess, secret)) == expected
+
+
+def reference_score(guess: str, secret: str) -> tuple[str, ...]:
+    """TextArena's two passes, written plainly: greens first, then yellows left to right."""
+    feedback = ["X"] * len(secret)
+    unused: list[str | None] = list(secret)
+    for i, (g, s) in enumerate(zip(guess, secret, strict=True)):
+        if g == s:
+            feedback[i] = "G"
+            unused[i] = None
+    for i, g in enumerate(guess):
+        if feedback[i] != "G" and g in unused:
+            feedback[i] = "Y"
+            unused[unused.index(g)] = None
+    return tuple(feedback)
+
+
+def test_score_guess_matches_the_plain_two_pass_rule() -> None:
+    rng = random.Random(0)
+    words = sorted(valid_words())
+    pairs = [(rng.choice(words), rng.choice(secret_words())) for _ in range(5000)]
+    pairs += [(w, w) for w in secret_words()[:20]]
+    pairs += [("GREAT", "GRAPE"), ("GGXYX", "XYGGG"), ("aaaaa", "aabbb"), ("", "")]
+    for guess, secret in pairs:
+        assert score_guess(guess, secret) == reference_score(guess, secret), (guess, secret)
+
+
+def test_score_guess_rejects_words_of_different_lengths() -> None:
+    with pytest.raises(ValueError, match="differ in length"):
+        score_guess("cranes", "crane")
 
 
 # --------------------------------------------------------------------- word lists
@@ -231,12 +265,11 @@ def test_feedback_message_and_reward_signals(crane_env: WordleEnvironment) -> No
     assert obs.done is False
     assert obs.reward == 0.0
     assert [(m.sender_id, m.category) for m in obs.messages] == [
-        (-1, "PROMPT"),
         (0, "PLAYER_ACTION"),
         (-1, "GAME_MESSAGE"),
     ]
-    assert obs.messages[1].content == "I will try [REACT] now"
-    assert obs.messages[2].content == (
+    assert obs.messages[0].content == "I will try [REACT] now"
+    assert obs.messages[1].content == (
         "You submitted [react].\nFeedback:\nR E A C T\nY Y G Y X\nYou have 5 guesses left."
     )
     signals = {
@@ -258,8 +291,8 @@ def test_feedback_message_and_reward_signals(crane_env: WordleEnvironment) -> No
 
 def test_bare_word_is_a_guess(crane_env: WordleEnvironment) -> None:
     obs = play(crane_env, "react")
-    assert obs.messages[1].content == "[react]"
-    assert obs.messages[2].category == "GAME_MESSAGE"
+    assert obs.messages[0].content == "[react]"
+    assert obs.messages[1].category == "GAME_MESSAGE"
 
 
 def test_win_gives_reward_one_and_done(crane_env: WordleEnvironment) -> None:
@@ -271,9 +304,8 @@ def test_win_gives_reward_one_and_done(crane_env: WordleEnvironment) -> None:
     assert obs.info["invalid_move"] is False
     assert obs.info["reward_signals"]["wordle.correct"] == 1.0
     assert obs.info["reward_signals"]["wordle.greens"] == 1.0
-    assert obs.messages[-1] == WordleMessage(
-        sender_id=0, content="[crane]", category="PLAYER_ACTION"
-    )
+    # A win prints nothing: the turn holds only the player's message.
+    assert obs.messages == [WordleMessage(sender_id=0, content="[crane]", category="PLAYER_ACTION")]
     state = crane_env.state
     assert state.last_reward == 1.0
     assert state.turn == 2
@@ -320,7 +352,7 @@ def test_secret_word_is_not_in_observations_before_the_end(env: WordleEnvironmen
     secret = secret_of(env)
     for guess in wrong_words(secret, 3):
         obs = play(env, f"[{guess}]")
-        text = "".join(m.content for m in obs.messages[1:])
+        text = "".join(m.content for m in obs.messages)
         assert secret not in text
         assert secret not in repr(obs.info) + repr(obs.metadata)
 
@@ -330,13 +362,65 @@ def test_step_after_the_end_changes_nothing(crane_env: WordleEnvironment) -> Non
     obs = play(crane_env, "[react]")
     assert obs.done is True
     assert obs.reward == 0.0
-    assert obs.messages == final.messages
+    assert obs.messages == []  # nothing was said since the final observation
+    assert obs.prompt == final.prompt
     assert obs.info == {"reason": final.info["reason"], "invalid_move": False}
     state = crane_env.state
     assert state.step_count == 2
     assert state.turn == 1
     assert state.raw_state["rewards"] == {"0": 1.0}
     assert state.raw_state["game_state"]["guess_history"] == [["crane", list("GGGGG")]]
+
+
+# --------------------------------------------------------------------- per-turn messages
+
+
+def test_messages_hold_only_the_latest_turn(crane_env: WordleEnvironment) -> None:
+    """As raw TextArena's get_observation(): each observation brings only what is new."""
+    obs = crane_env.reset()
+    assert [m.category for m in obs.messages] == ["PROMPT"]
+    turns = [
+        ("[react]", ["PLAYER_ACTION", "GAME_MESSAGE"], "You have 5 guesses left."),
+        ("[zzzzz]", ["PLAYER_ACTION", "GAME_ADMIN"], "to avoid penalties."),
+        ("[hello]", ["PLAYER_ACTION", "GAME_MESSAGE"], "You have 4 guesses left."),
+    ]
+    for message, categories, ending in turns:
+        obs = play(crane_env, message)
+        assert [m.category for m in obs.messages] == categories
+        assert [m.sender_id for m in obs.messages] == [0, -1]
+        assert obs.messages[0].content == message
+        assert obs.messages[1].content.endswith(ending)
+        assert "PROMPT" not in {m.category for m in obs.messages}
+        assert obs.prompt.startswith("You are Playing Wordle.")  # still on every observation
+    # The whole history stays in the state.
+    history = crane_env.state.raw_state["game_state"]["guess_history"]
+    assert [word for word, _ in history] == ["react", "hello"]
+
+
+def test_messages_do_not_grow_with_the_episode(env: WordleEnvironment) -> None:
+    env.reset(seed=2)
+    sizes = [
+        len(msgpack.packb(play(env, f"[{w}]").model_dump())) for w in wrong_words(secret_of(env), 5)
+    ]
+    assert max(sizes) - min(sizes) < 20  # only the digits and the guessed word differ
+
+
+def test_gymnasium_text_is_the_games_latest_reply(crane_env: WordleEnvironment) -> None:
+    """The Gymnasium observation (spaces.py): the game's messages after the player's last."""
+    decode = codec_for("wordle").decode_observation
+    first = crane_env.reset()
+    assert decode(first.model_dump()) == first.prompt
+    text = decode(play(crane_env, "[react]").model_dump())
+    assert text == (
+        "You submitted [react].\nFeedback:\nR E A C T\nY Y G Y X\nYou have 5 guesses left."
+    )
+    text = decode(play(crane_env, "crane please").model_dump())
+    assert text.startswith(ADMIN_PREFIX + "You tried submitting a word in the wrong format.")
+    text = decode(play(crane_env, "[hello]").model_dump())
+    assert text.startswith("You submitted [hello].\nFeedback:\nH E L L O\n")
+    assert "react" not in text  # earlier turns are not repeated
+    # A win prints nothing, so the text falls back to the instructions, as it always did.
+    assert decode(play(crane_env, "[crane]").model_dump()) == first.prompt
 
 
 # --------------------------------------------------------------------- invalid moves
@@ -363,8 +447,9 @@ def test_first_invalid_move_is_a_warning(
     obs = play(crane_env, message)
     assert obs.done is False
     assert obs.reward == 0.0
-    admin = obs.messages[-1]
-    assert (admin.sender_id, admin.category) == (-1, "GAME_ADMIN")
+    assert [m.category for m in obs.messages] == ["PLAYER_ACTION", "GAME_ADMIN"]
+    admin = obs.messages[1]
+    assert admin.sender_id == -1
     assert admin.content.startswith(ADMIN_PREFIX + reason)
     assert admin.content.endswith(
         "Please resubmit a valid move and remember to follow the game rules to avoid penalties."
@@ -384,9 +469,7 @@ def test_second_consecutive_invalid_move_ends_the_game(crane_env: WordleEnvironm
     assert obs.reward == pytest.approx(0.5)
     assert obs.info["reason"] == "Invalid Move: 'zzzzz' is not an English word."
     assert obs.info["invalid_move"] is True
-    assert obs.messages[-1] == WordleMessage(
-        sender_id=0, content="[zzzzz]", category="PLAYER_ACTION"
-    )
+    assert obs.messages == [WordleMessage(sender_id=0, content="[zzzzz]", category="PLAYER_ACTION")]
     state = crane_env.state
     assert state.turn == 2  # the losing move counts as a turn, as in TextArena
     assert state.raw_state["game_info"]["0"]["invalid_move"] is True
@@ -438,8 +521,8 @@ def test_repeated_guess_is_invalid(crane_env: WordleEnvironment) -> None:
 def test_role_tags_are_stripped_from_the_echoed_action(crane_env: WordleEnvironment) -> None:
     obs = play(crane_env, "[GAME]hi [react]")
     # The guess is the first [word]: "GAME" is six letters, so this move is invalid.
-    assert obs.messages[1].content == "hi [react]"
-    assert obs.messages[2].content.startswith(ADMIN_PREFIX + "Your word must be exactly 5")
+    assert obs.messages[0].content == "hi [react]"
+    assert obs.messages[1].content.startswith(ADMIN_PREFIX + "Your word must be exactly 5")
 
 
 # --------------------------------------------------------------------- wire models
@@ -499,3 +582,110 @@ def test_observation_and_state_round_trip_through_json(crane_env: WordleEnvironm
     assert WordleObservation.model_validate_json(obs.model_dump_json()) == obs
     state = crane_env.state
     assert WordleState.model_validate_json(state.model_dump_json()) == state
+
+
+def containers(obj: Any) -> dict[int, Any]:
+    """Every mutable container reachable from ``obj``, by id (frozen models are values)."""
+    found: dict[int, Any] = {}
+
+    def walk(value: Any) -> None:
+        if isinstance(value, BaseModel):
+            if value.model_config.get("frozen"):
+                return
+            found[id(value)] = value
+            found[id(value.__dict__)] = value.__dict__
+            found[id(value.model_fields_set)] = value.model_fields_set
+            for item in value.__dict__.values():
+                walk(item)
+        elif isinstance(value, dict):
+            found[id(value)] = value
+            for item in value.values():
+                walk(item)
+        elif isinstance(value, list | set):
+            found[id(value)] = value
+            for item in value:
+                walk(item)
+        elif isinstance(value, tuple):
+            for item in value:
+                walk(item)
+
+    walk(obj)
+    return found
+
+
+def test_observations_share_no_mutable_object(crane_env: WordleEnvironment) -> None:
+    """Gymnasium checks that returned data is never reused: nothing may be shared."""
+    observations = [crane_env.reset(seed=1)]
+    for message in ["[react]", "oops", "[react]", "[hello]", "[crane]", "[world]"]:
+        observations.append(play(crane_env, message))
+        internal = containers({k: v for k, v in vars(crane_env).items() if k != "_rng"})
+        assert not containers(observations[-1]).keys() & internal.keys()
+        assert not containers(crane_env.state).keys() & internal.keys()
+    seen: dict[int, Any] = {}
+    for obs in observations:
+        mine = containers(obs)
+        assert not mine.keys() & seen.keys()
+        seen.update(mine)
+        assert obs.info is not obs.metadata
+        if "reward_signals" in obs.info:
+            assert obs.info["reward_signals"] is not obs.metadata["reward_signals"]
+
+
+def test_observations_are_what_validation_would_build(crane_env: WordleEnvironment) -> None:
+    """Observations skip validation; they must still equal and dump as validated ones."""
+    observations = [crane_env.reset(seed=1)]
+    # a valid guess, a warning, a losing invalid move, a step after the end; then a win
+    observations += [play(crane_env, m) for m in ["[react]", "oops", "[zzzzz]", "[react]"]]
+    observations += [crane_env.reset(), play(crane_env, "[crane]")]
+    assert [obs.done for obs in observations] == [False, False, False, True, True, False, True]
+    for obs in observations:
+        dumped = obs.model_dump()
+        validated = WordleObservation.model_validate(dumped)
+        assert obs == validated
+        assert (
+            obs.model_fields_set
+            == validated.model_fields_set
+            == set(WordleObservation.model_fields)
+        )
+        assert list(dumped) == list(validated.model_dump())
+        assert obs.model_dump_json() == validated.model_dump_json()
+        assert [m.model_fields_set for m in obs.messages] == [
+            m.model_fields_set for m in validated.messages
+        ]
+        assert obs.model_dump(exclude={"reward", "done", "metadata"}) == validated.model_dump(
+            exclude={"reward", "done", "metadata"}
+        )
+
+
+MESSAGE_VALUES = {"sender_id": 0, "content": "x", "category": "PROMPT"}
+OBSERVATION_VALUES = {
+    "done": True,
+    "reward": 0.5,
+    "metadata": {"turn": 1},
+    "prompt": "p",
+    "messages": [WordleMessage(sender_id=0, content="x", category="PROMPT")],
+    "current_player_id": 0,
+    "legal_players": [0],
+    "info": {"reason": "r"},
+}
+
+
+@pytest.mark.parametrize(
+    ("model", "values"),
+    [(WordleMessage, MESSAGE_VALUES), (WordleObservation, OBSERVATION_VALUES)],
+)
+def test_trusted_builds_what_validation_builds(
+    model: type[BaseModel], values: dict[str, Any]
+) -> None:
+    # Nothing that model_construct would have to handle, and trusted() does not.
+    assert not model.__private_attributes__
+    assert model.__pydantic_post_init__ is None
+    assert model.model_config.get("extra") != "allow"
+    built = trusted(model, dict(values))
+    validated = model(**values)
+    assert built == validated
+    assert repr(built) == repr(validated)
+    assert built.model_fields_set == validated.model_fields_set
+    assert built.model_dump() == validated.model_dump()
+    assert built.__pydantic_extra__ == validated.__pydantic_extra__
+    assert built.__pydantic_private__ == validated.__pydantic_private__
