@@ -260,7 +260,9 @@ class EnvServer:
             if isinstance(request, op.ResetRequest):
                 obs = env.reset(**self._reset_filter(request.kwargs))
             else:
-                obs = env.step(self.models.action.model_validate(request.action))
+                obs = env.step(
+                    self.models.action.__pydantic_validator__.validate_python(request.action)
+                )
             fields, reward, done, metadata = _split_observation(obs, keep_metadata=True)
             session.send_observation(fields, reward, done, metadata)
         except ValidationError as exc:
@@ -302,46 +304,57 @@ class EnvServer:
         op_ = request.op
         if op_ is bp.Op.OPEN:
             return self._open_slots(request.slots, slots)
-        results: list[bp.SlotResult | bp.SlotError | None] = []
-        args = request.args or (None,) * len(request.slots)
-        action_model = self.models.action
-        for slot, arg in zip(request.slots, args, strict=True):
-            env = slots.get(slot)
-            if env is None:
-                results.append(
-                    bp.SlotError(bp.SlotErrorCode.NO_SUCH_SLOT.value, f"slot {slot} is not open")
-                )
-                continue
-            try:
-                if op_ is bp.Op.STEP:
-                    assert arg is not None
-                    results.append(_slot_result(env.step(action_model.model_validate(arg))))
-                elif op_ is bp.Op.RESET:
-                    assert arg is not None
-                    results.append(_slot_result(env.reset(**self._reset_filter(arg))))
-                elif op_ is bp.Op.STATE:
-                    results.append(
-                        bp.SlotResult(observation=_dump_state(env.state, json_mode=False))
-                    )
-                else:  # CLOSE
-                    del slots[slot]
-                    self._release()
-                    _close_env(env)
-                    results.append(None)
-            except ValidationError as exc:
-                results.append(
-                    bp.SlotError(
-                        op.ErrorCode.VALIDATION_ERROR.value,
-                        "Invalid message",
-                        {"errors": _errors(exc)},
-                    )
-                )
-            except Exception as exc:
-                logger.debug("environment raised", exc_info=True)
-                results.append(
-                    bp.SlotError(op.ErrorCode.EXECUTION_ERROR.value, str(exc) or type(exc).__name__)
-                )
-        return results
+        guarded = self._guarded
+        if op_ is bp.Op.STEP:  # the hot path: one tight loop, no per-slot dispatch
+            validate = self.models.action.__pydantic_validator__.validate_python
+
+            def step(env: Any, arg: Any) -> bp.SlotResult:
+                return _slot_result(env.step(validate(arg)))
+
+            return [
+                guarded(slots, slot, step, arg)
+                for slot, arg in zip(request.slots, request.args, strict=True)
+            ]
+        if op_ is bp.Op.RESET:
+            keep = self._reset_filter
+
+            def reset(env: Any, arg: Any) -> bp.SlotResult:
+                return _slot_result(env.reset(**keep(arg)))
+
+            return [
+                guarded(slots, slot, reset, arg)
+                for slot, arg in zip(request.slots, request.args, strict=True)
+            ]
+        if op_ is bp.Op.STATE:
+            return [guarded(slots, slot, _state_result, None) for slot in request.slots]
+        return [guarded(slots, slot, self._close_slot, (slots, slot)) for slot in request.slots]
+
+    def _close_slot(self, env: Any, where: tuple[dict[int, Any], int]) -> None:
+        slots, slot = where
+        del slots[slot]
+        self._release()
+        _close_env(env)
+
+    @staticmethod
+    def _guarded(
+        slots: dict[int, Any],
+        slot: int,
+        call: Callable[[Any, Any], bp.SlotResult | None],
+        arg: Any,
+    ) -> bp.SlotResult | bp.SlotError | None:
+        """Run ``call(env, arg)`` for one slot; any failure becomes that slot's error."""
+        env = slots.get(slot)
+        if env is None:
+            return bp.SlotError(bp.SlotErrorCode.NO_SUCH_SLOT.value, f"slot {slot} is not open")
+        try:
+            return call(env, arg)
+        except ValidationError as exc:
+            return bp.SlotError(
+                op.ErrorCode.VALIDATION_ERROR.value, "Invalid message", {"errors": _errors(exc)}
+            )
+        except Exception as exc:
+            logger.debug("environment raised", exc_info=True)
+            return bp.SlotError(op.ErrorCode.EXECUTION_ERROR.value, str(exc) or type(exc).__name__)
 
     def _open_slots(
         self, wanted: tuple[int, ...], slots: dict[int, Any]
@@ -439,10 +452,15 @@ def _split_observation(
         if isinstance(reward, float) and not math.isfinite(reward):
             reward = None  # model_dump_json writes NaN / inf as null
         return fields, reward, bool(obs.done), fields.get("metadata") or None
-    fields = obs.model_dump(exclude=_OBS_EXCLUDE_META)
+    # the model's own serializer: what model_dump runs, without its Python-level overhead
+    fields = type(obs).__pydantic_serializer__.to_python(obs, exclude=_OBS_EXCLUDE_META)
     metadata = getattr(obs, "metadata", None) or None
     reward = obs.reward
     return fields, None if reward is None else float(reward), bool(obs.done), metadata
+
+
+def _state_result(env: Any, _: Any) -> bp.SlotResult:
+    return bp.SlotResult(observation=_dump_state(env.state, json_mode=False))
 
 
 def _slot_result(obs: Any) -> bp.SlotResult:

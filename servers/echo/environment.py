@@ -11,7 +11,7 @@ from __future__ import annotations
 import uuid
 from typing import Any, ClassVar
 
-from openenv_gym.server.environment import Environment, EnvironmentMetadata, State
+from openenv_gym.server.environment import Environment, EnvironmentMetadata, State, trusted
 from openenv_gym_servers.echo.models import EchoAction, EchoObservation
 
 __all__ = ["EchoEnvironment"]
@@ -61,8 +61,15 @@ class EchoEnvironment(Environment[EchoAction, EchoObservation, State]):
         """
         self._episode_id = episode_id if episode_id is not None else str(uuid.uuid4())
         self._step_count = 0
-        return EchoObservation(
-            echoed_message=READY_MESSAGE, message_length=0, done=False, reward=0.0
+        return trusted(
+            EchoObservation,
+            {
+                "done": False,
+                "reward": 0.0,
+                "metadata": {},
+                "echoed_message": READY_MESSAGE,
+                "message_length": 0,
+            },
         )
 
     def step(self, action: EchoAction) -> EchoObservation:
@@ -78,12 +85,16 @@ class EchoEnvironment(Environment[EchoAction, EchoObservation, State]):
         self._step_count += 1
         message = action.message
         length = len(message)
-        return EchoObservation(
-            echoed_message=message,
-            message_length=length,
-            done=False,
-            reward=length * REWARD_PER_CHARACTER,
-            metadata={"original_message": message, "step": self._step_count},
+        # built without validation: the action was validated and we make the rest
+        return trusted(
+            EchoObservation,
+            {
+                "done": False,
+                "reward": length * REWARD_PER_CHARACTER,
+                "metadata": {"original_message": message, "step": self._step_count},
+                "echoed_message": message,
+                "message_length": length,
+            },
         )
 
     @property

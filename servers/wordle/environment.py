@@ -56,13 +56,12 @@ import re
 import uuid
 from typing import Any, ClassVar
 
-from openenv_gym.server.environment import Environment, EnvironmentMetadata
+from openenv_gym.server.environment import Environment, EnvironmentMetadata, trusted
 from openenv_gym_servers.wordle.models import (
     WordleAction,
     WordleMessage,
     WordleObservation,
     WordleState,
-    trusted,
 )
 from openenv_gym_servers.wordle.words import score_guess, secret_words, valid_words
 
@@ -364,7 +363,7 @@ class WordleEnvironment(Environment[WordleAction, WordleObservation, WordleState
     def _observation(self, messages: list[WordleMessage], reward: float) -> WordleObservation:
         """The observation of the latest reset or step; it shares nothing mutable with ``self``.
 
-        Built without validation (see :func:`~openenv_gym_servers.wordle.models.trusted`):
+        Built without validation (see :func:`~openenv_gym.server.environment.trusted`):
         every value below has its field's type, and ``messages`` is a fresh list.
         """
         metadata: dict[str, Any] = {"env_id": ENV_ID, "turn": self._turn}

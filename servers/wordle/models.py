@@ -4,14 +4,15 @@ OpenEnv calls them ``TextArenaAction``, ``TextArenaMessage``, ``TextArenaObserva
 ``TextArenaState``; those names are kept as aliases so code written against OpenEnv imports
 unchanged. The JSON schemas have the same property names, types and required fields.
 
-The environment builds its messages and observations with :func:`trusted`, which skips
+The environment builds its messages and observations with
+:func:`openenv_gym.server.environment.trusted`, which skips
 validation: every value it passes is made by our own code and already of the field's type.
 Validated construction costs several microseconds per observation, more than the game itself.
 """
 
 from __future__ import annotations
 
-from typing import Any, TypeVar
+from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -26,7 +27,6 @@ __all__ = [
     "WordleMessage",
     "WordleObservation",
     "WordleState",
-    "trusted",
 ]
 
 
@@ -105,41 +105,6 @@ class WordleState(State):
     last_reward: float = 0.0
     last_info: dict[str, Any] = Field(default_factory=dict)
     raw_state: dict[str, Any] = Field(default_factory=dict)
-
-
-_ModelT = TypeVar("_ModelT", bound=BaseModel)
-# BaseModel's slots, set through their descriptors: what ``model_construct`` sets, minus the
-# per-call attribute lookups.
-_set_dict = vars(BaseModel)["__dict__"].__set__
-_set_fields_set = vars(BaseModel)["__pydantic_fields_set__"].__set__
-_set_extra = vars(BaseModel)["__pydantic_extra__"].__set__
-_set_private = vars(BaseModel)["__pydantic_private__"].__set__
-
-
-def trusted(model: type[_ModelT], values: dict[str, Any]) -> _ModelT:
-    """Build ``model`` from ``values`` without validation (a lean ``model_construct``).
-
-    The caller vouches that ``values`` holds every field of ``model``, in field order, each
-    already of its field's type, and that nothing else holds a reference to ``values``: it
-    becomes the instance's ``__dict__``. The result compares equal to, and dumps the same as,
-    ``model(**values)``; every field counts as set.
-
-    Only for models without private attributes, ``model_post_init`` or ``extra="allow"``,
-    which ``model_construct`` would have to handle.
-
-    Args:
-        model: The model class.
-        values: The field values, by field name.
-
-    Returns:
-        The new instance.
-    """
-    instance = object.__new__(model)
-    _set_dict(instance, values)
-    _set_fields_set(instance, set(values))
-    _set_extra(instance, None)
-    _set_private(instance, None)
-    return instance
 
 
 TextArenaAction = WordleAction

@@ -63,3 +63,18 @@ def test_schema_matches_openenv_echo() -> None:
     assert EchoEnvironment.state_type is State
     assert EchoEnvironment.SUPPORTS_CONCURRENT_SESSIONS is True
     assert EchoEnvironment().get_metadata().name == "EchoEnvironment"
+
+
+def test_observations_built_without_validation_equal_validated_ones() -> None:
+    env = EchoEnvironment()
+    built = env.reset()
+    assert built == EchoObservation(echoed_message="Echo environment ready!", reward=0.0)
+    obs = env.step(EchoAction(message="abc"))
+    expected = EchoObservation(
+        echoed_message="abc",
+        message_length=3,
+        reward=3 * 0.1,
+        metadata={"original_message": "abc", "step": 1},
+    )
+    assert obs.model_dump() == expected.model_dump()
+    assert list(obs.model_dump()) == list(EchoObservation.model_fields)

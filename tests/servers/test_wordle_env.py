@@ -10,7 +10,7 @@ import msgpack
 import pytest
 from pydantic import BaseModel, ValidationError
 
-from openenv_gym.server.environment import Environment
+from openenv_gym.server.environment import Environment, trusted
 from openenv_gym.spaces import codec_for
 from openenv_gym_servers.wordle import (
     TextArenaAction,
@@ -22,7 +22,6 @@ from openenv_gym_servers.wordle import (
     WordleState,
 )
 from openenv_gym_servers.wordle import environment as wordle_module
-from openenv_gym_servers.wordle.models import trusted
 from openenv_gym_servers.wordle.words import score_guess, secret_words, valid_words
 
 ADMIN_PREFIX = "You attempted an invalid move. Reason: "
