@@ -1,0 +1,281 @@
+"""Workers for the methods measured under our own interpreter; ``run.py`` starts one per cell.
+
+    python benchmarks/_methods.py --method a     # then: {"cmd": "open", "spec": {...}} on stdin
+
+Methods (the README defines them): ``a`` OpenEnvVectorEnv over the batched protocol,
+``b`` the same over OpenEnv's JSON ``/ws``, ``d`` ``gymnasium.vector.AsyncVectorEnv`` of
+our single env, ``e`` ``SyncVectorEnv`` of the env logic in process (no network), ``f``
+the raw msgpack/WebSocket ceiling, ``shard`` OpenEnvVectorEnv over K servers of the busy
+env, ``open`` the time to open N sessions on a running server. Method ``c`` (the official
+OpenEnv client) runs under the OpenEnv interpreter: ``_openenv_side.py``.
+
+Every worker speaks the line protocol of :mod:`_harness` on stdin/stdout.
+"""
+
+from __future__ import annotations
+
+import argparse
+import functools
+import time
+from typing import Any
+
+import gymnasium
+import numpy as np
+from _harness import ActionPlan, run_async_worker, run_worker
+
+import openenv_gym
+from openenv_gym.env import reply_info
+from openenv_gym.providers import LocalProvider
+from openenv_gym.server.loader import load_env, resolve_models
+from openenv_gym.spaces import codec_for
+from openenv_gym.transport.session import StepReply
+
+__all__ = ["InProcessEnv"]
+
+gymnasium.register_envs(openenv_gym)
+
+ENV_IDS = {"echo": "openenv/Echo-v0", "wordle": "openenv/Wordle-v0"}
+BUSY_SPEC = "busy_env:BusyEnvironment"
+PRIMARY_FIELD = {"echo": "echoed_message"}
+"""The observation field the Gymnasium observation is made of (left out of ``info``)."""
+RESET_SEED = 0
+
+
+def _done(terminations: Any, truncations: Any) -> list[bool]:
+    return np.logical_or(terminations, truncations).tolist()  # type: ignore[no-any-return]
+
+
+class _VectorStepper:
+    """Shared by every Gymnasium vector env method: one round is one ``step``."""
+
+    envs: Any
+    plan: ActionPlan
+    n: int
+
+    def round(self) -> int:
+        _, _, terminations, truncations, _ = self.envs.step(tuple(self.plan.texts()))
+        if self.plan.wordle:
+            self.plan.update(_done(terminations, truncations))
+        return self.n
+
+
+class VectorBench(_VectorStepper):
+    """(a), (b), shard: ``gymnasium.make_vec("openenv/...", num_envs=N, protocol=...)``.
+
+    The local server(s) come from a :class:`LocalProvider` handed to ``make_vec``, so the
+    worker knows their process ids (what the default ``provider="local"`` would start).
+    """
+
+    def __init__(
+        self, env: str, n: int, protocol: str, num_servers: int = 1, server: str = ""
+    ) -> None:
+        self.env, self.n, self.protocol = env, n, protocol
+        self.plan = ActionPlan(env, n)
+        self.provider = LocalProvider(server or env, num_servers=num_servers)
+        self.envs: Any = None
+        self.server_pids: list[int] = []
+        self.params: dict[str, Any] = {
+            "protocol": protocol,
+            "num_servers": num_servers,
+            "server": server or env,
+            "autoreset": "next_step",
+        }
+
+    def setup(self) -> dict[str, Any]:
+        self.envs = gymnasium.make_vec(
+            ENV_IDS[self.env], num_envs=self.n, protocol=self.protocol, provider=self.provider
+        )
+        self.server_pids = self.provider.pids
+        self.params["protocols"] = list(self.envs.protocols)
+        self.envs.reset(seed=RESET_SEED)
+        return {}
+
+    def close(self) -> None:
+        if self.envs is not None:
+            self.envs.close()
+        self.provider.close()
+
+
+class AsyncVectorBench(_VectorStepper):
+    """(d): ``gymnasium.vector.AsyncVectorEnv`` of N single envs (a process each), one server."""
+
+    def __init__(self, env: str, n: int, context: str) -> None:
+        self.env, self.n, self.context = env, n, context
+        self.plan = ActionPlan(env, n)
+        self.provider = LocalProvider(env)
+        self.envs: Any = None
+        self.server_pids: list[int] = []
+        self.params: dict[str, Any] = {
+            "protocol": "batch",
+            "context": context,
+            "shared_memory": False,
+            "processes": n,
+        }
+
+    def setup(self) -> dict[str, Any]:
+        url = self.provider.start()[0]
+        self.server_pids = self.provider.pids
+        make_one = functools.partial(
+            gymnasium.make, ENV_IDS[self.env], base_url=url, protocol="batch"
+        )
+        self.envs = gymnasium.vector.AsyncVectorEnv(
+            [make_one] * self.n, shared_memory=False, context=self.context
+        )
+        self.envs.reset(seed=RESET_SEED)
+        return {}
+
+    def close(self) -> None:
+        if self.envs is not None:
+            self.envs.close()
+        self.provider.close()
+
+
+class InProcessEnv(gymnasium.Env[Any, Any]):
+    """One environment instance stepped directly, with our codec's conversions and no network.
+
+    Does what a server plus :class:`~openenv_gym.env.OpenEnvEnv` do, minus the transport:
+    validate the wire action into the env's action model, step, split the observation model
+    into fields / reward / done / metadata as the batched reply does, then decode the
+    Gymnasium observation and build ``info`` with the codec.
+    """
+
+    def __init__(self, env: str) -> None:
+        factory = load_env(env)
+        self._env = factory()
+        self._action_model = resolve_models(factory).action
+        self.codec = codec_for(env)
+        self.observation_space = self.codec.observation_space
+        self.action_space = self.codec.action_space
+        self._primary = PRIMARY_FIELD.get(env)
+
+    def _convert(self, obs: Any) -> tuple[Any, float, bool, dict[str, Any]]:
+        fields = obs.model_dump(exclude={"reward", "done", "metadata"})
+        reward = None if obs.reward is None else float(obs.reward)
+        reply = StepReply(fields, reward, bool(obs.done), obs.metadata or None)
+        info = reply_info(reply, self._primary)
+        return self.codec.decode_observation(fields), reward or 0.0, reply.done, info
+
+    def reset(
+        self, *, seed: int | None = None, options: dict[str, Any] | None = None
+    ) -> tuple[Any, dict[str, Any]]:
+        super().reset(seed=seed)
+        obs, _, _, info = self._convert(self._env.reset(seed=seed))
+        return obs, info
+
+    def step(self, action: Any) -> tuple[Any, float, bool, bool, dict[str, Any]]:
+        wire = self._action_model.model_validate(self.codec.encode_action(action))
+        obs, reward, done, info = self._convert(self._env.step(wire))
+        return obs, reward, done, False, info
+
+    def close(self) -> None:
+        self._env.close()
+
+
+class InProcessBench(_VectorStepper):
+    """(e): ``gymnasium.vector.SyncVectorEnv`` of :class:`InProcessEnv`: the env's own cost."""
+
+    def __init__(self, env: str, n: int) -> None:
+        self.env, self.n = env, n
+        self.plan = ActionPlan(env, n)
+        self.envs: Any = None
+        self.server_pids: list[int] = []
+        self.params: dict[str, Any] = {"autoreset": "next_step"}
+
+    def setup(self) -> dict[str, Any]:
+        self.envs = gymnasium.vector.SyncVectorEnv(
+            [functools.partial(InProcessEnv, self.env)] * self.n
+        )
+        self.envs.reset(seed=RESET_SEED)
+        return {}
+
+    def close(self) -> None:
+        if self.envs is not None:
+            self.envs.close()
+
+
+class OpenBench:
+    """open: against a running server, time ``make_vec(..., base_url=url)`` and the first reset.
+
+    The server is started (and one session opened and closed, so it has loaded its word
+    lists) before anything is timed. Each measurement opens N sessions from scratch and
+    closes them afterwards, outside the timed part.
+    """
+
+    def __init__(self, env: str, n: int, protocol: str) -> None:
+        self.env, self.n, self.protocol = env, n, protocol
+        self.provider = LocalProvider(env)
+        self.url = ""
+        self.server_pids: list[int] = []
+        self.params: dict[str, Any] = {"protocol": protocol}
+
+    def _open(self, n: int) -> Any:
+        return gymnasium.make_vec(
+            ENV_IDS[self.env], num_envs=n, base_url=self.url, protocol=self.protocol
+        )
+
+    def setup(self) -> dict[str, Any]:
+        self.url = self.provider.start()[0]
+        self.server_pids = self.provider.pids
+        warm = self._open(1)
+        try:
+            warm.reset(seed=RESET_SEED)
+        finally:
+            warm.close()
+        return {}
+
+    def measure_once(self) -> dict[str, Any]:
+        pc = time.perf_counter
+        start = pc()
+        envs = self._open(self.n)
+        try:
+            opened = pc()
+            envs.reset(seed=RESET_SEED)
+            reset = pc()
+        finally:
+            envs.close()
+        return {
+            "steps": 0,
+            "rounds": 1,
+            "elapsed": reset - start,
+            "open_s": opened - start,
+            "first_reset_s": reset - opened,
+        }
+
+    def close(self) -> None:
+        self.provider.close()
+
+
+def make_bench(spec: dict[str, Any]) -> Any:
+    """The bench of one cell: ``spec`` has ``method``, ``env``, ``n`` and the method's options."""
+    method, env, n = spec["method"], spec.get("env", "echo"), spec["n"]
+    if method == "a":
+        return VectorBench(env, n, "batch")
+    if method == "b":
+        return VectorBench(env, n, "json")
+    if method == "shard":
+        return VectorBench("echo", n, "batch", spec["num_servers"], server=BUSY_SPEC)
+    if method == "d":
+        return AsyncVectorBench(env, n, spec.get("context", "fork"))
+    if method == "e":
+        return InProcessBench(env, n)
+    if method == "open":
+        return OpenBench(env, n, spec["protocol"])
+    raise ValueError(f"unknown method {method!r}")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument(
+        "--method", required=True, choices=["a", "b", "d", "e", "f", "shard", "open"]
+    )
+    args = parser.parse_args()
+    if args.method == "f":
+        from _raw_ceiling import RawCeilingBench, have_uvloop
+
+        run_async_worker(lambda spec: RawCeilingBench(spec["n"]), use_uvloop=have_uvloop())
+    else:
+        run_worker(make_bench)
+
+
+if __name__ == "__main__":
+    main()

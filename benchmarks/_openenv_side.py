@@ -1,0 +1,209 @@
+"""Method (c), the official OpenEnv stack; runs under the interpreter that has ``openenv``.
+
+    python _openenv_side.py serve --env echo --max-concurrent-envs 1024   # prints its port
+    python _openenv_side.py client    # then {"cmd": "open", "spec": {"url", "env", "n"}}
+    python _openenv_side.py versions
+
+``serve`` hosts OUR environment logic (``openenv_gym_servers``' Echo and Wordle classes and
+their Pydantic models) in an app built by OpenEnv's own factory,
+``openenv.core.env_server.http_server.create_app``, under uvicorn on 127.0.0.1.
+
+``create_app`` accepts our classes as they are, but its WebSocket handler then fails every
+``reset`` with ``'EchoEnvironment' object has no attribute 'reset_async'``: it calls the
+``reset_async`` / ``step_async`` that OpenEnv's ``Environment`` base class provides. So the
+app is given a thin adapter, :func:`adapt`, a subclass of OpenEnv's ``Environment`` whose
+``reset`` / ``step`` / ``state`` / ``close`` delegate to one instance of our class. The
+action and observation models passed to ``create_app`` are ours, unchanged.
+
+``client`` is a benchmark worker (the :mod:`_harness` protocol): N official async clients,
+``openenv.core.generic_client.GenericEnvClient``, one session each, stepped in lockstep with
+``asyncio.gather``. A sub-env whose episode ended is reset in the next round instead of
+stepped, as Gymnasium's NEXT_STEP autoreset does, and that reset counts as an env-step.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import importlib.metadata
+import json
+import socket
+import sys
+from typing import Any
+
+from _harness import ActionPlan, run_async_worker, watch_stdin_then
+
+__all__ = ["adapt"]
+
+CONNECT_CHUNK = 64
+"""Sessions opened concurrently at a time (a 1024-connection burst overruns connect timeouts)."""
+
+
+def _our_env(name: str) -> tuple[type, type, type, type]:
+    if name == "echo":
+        from openenv_gym.server.environment import State
+        from openenv_gym_servers.echo import EchoAction, EchoEnvironment, EchoObservation
+
+        return EchoEnvironment, EchoAction, EchoObservation, State
+    from openenv_gym_servers.wordle import (
+        WordleAction,
+        WordleEnvironment,
+        WordleObservation,
+        WordleState,
+    )
+
+    return WordleEnvironment, WordleAction, WordleObservation, WordleState
+
+
+def adapt(inner_cls: type) -> type:
+    """An OpenEnv ``Environment`` subclass delegating to a new ``inner_cls()`` per session."""
+    from openenv.core.env_server.interfaces import Environment
+
+    class Adapter(Environment):  # type: ignore[misc, type-arg]
+        SUPPORTS_CONCURRENT_SESSIONS = True
+
+        def __init__(self) -> None:
+            super().__init__()
+            self._inner = inner_cls()
+
+        def reset(
+            self, seed: int | None = None, episode_id: str | None = None, **kwargs: Any
+        ) -> Any:
+            return self._inner.reset(seed=seed, episode_id=episode_id, **kwargs)
+
+        def step(self, action: Any, timeout_s: float | None = None, **kwargs: Any) -> Any:
+            return self._inner.step(action)
+
+        @property
+        def state(self) -> Any:
+            return self._inner.state
+
+        def close(self) -> None:
+            self._inner.close()
+
+    Adapter.__name__ = Adapter.__qualname__ = f"OpenEnvAdapter[{inner_cls.__name__}]"
+    return Adapter
+
+
+def serve(args: argparse.Namespace) -> None:
+    import uvicorn
+    from openenv.core.env_server.http_server import create_app
+
+    env_cls, action_cls, observation_cls, state_cls = _our_env(args.env)
+    app = create_app(
+        adapt(env_cls),
+        action_cls,
+        observation_cls,
+        env_name=args.env,
+        max_concurrent_envs=args.max_concurrent_envs,
+        state_cls=state_cls,
+    )
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.bind(("127.0.0.1", 0))
+    config = uvicorn.Config(app, log_level="warning", loop=args.loop, lifespan="on")
+    server = uvicorn.Server(config)
+
+    def stop() -> None:
+        server.should_exit = True
+
+    watch_stdin_then(stop)
+    sys.stdout.write(f"{sock.getsockname()[1]}\n")
+    sys.stdout.flush()
+    server.run(sockets=[sock])
+
+
+class GatherBench:
+    """N ``GenericEnvClient`` sessions, one ``asyncio.gather`` of reset-or-step per round."""
+
+    def __init__(self, url: str, env: str, n: int) -> None:
+        self.url, self.env, self.n = url, env, n
+        self.plan = ActionPlan(env, n)
+        self.clients: list[Any] = []
+        self.needs_reset = [False] * n
+        self.server_pids: list[int] = []
+        self.params: dict[str, Any] = {
+            "client": "openenv.core.generic_client.GenericEnvClient (async)",
+            "server": "openenv create_app + adapter, uvicorn",
+        }
+
+    async def setup(self) -> dict[str, Any]:
+        from openenv.core.generic_client import GenericEnvClient
+
+        self.clients = [GenericEnvClient(base_url=self.url) for _ in range(self.n)]
+        for start in range(0, self.n, CONNECT_CHUNK):
+            chunk = self.clients[start : start + CONNECT_CHUNK]
+            await asyncio.gather(*(c.connect() for c in chunk))
+        await asyncio.gather(*(c.reset() for c in self.clients))
+        return {}
+
+    async def round(self) -> int:
+        texts = self.plan.texts()
+        needs_reset = self.needs_reset
+        results = await asyncio.gather(
+            *(
+                client.reset() if needs_reset[i] else client.step({"message": texts[i]})
+                for i, client in enumerate(self.clients)
+            )
+        )
+        done = [not needs_reset[i] and bool(r.done) for i, r in enumerate(results)]
+        self.needs_reset = done
+        self.plan.update(done)
+        return self.n
+
+    async def close(self) -> None:
+        await asyncio.gather(*(c.close() for c in self.clients), return_exceptions=True)
+
+
+def versions() -> None:
+    """Print what this interpreter has, and whether it can run method (c) at all."""
+    out: dict[str, Any] = {"python": sys.version.split()[0], "ok": True, "problem": None}
+    for name in (
+        "openenv",
+        "openenv-gym",
+        "fastapi",
+        "uvicorn",
+        "starlette",
+        "pydantic",
+        "websockets",
+    ):
+        try:
+            out[name] = importlib.metadata.version(name)
+        except importlib.metadata.PackageNotFoundError:
+            out[name] = None
+    try:
+        import openenv.core.env_server.http_server
+        import openenv.core.generic_client  # noqa: F401
+
+        import openenv_gym_servers.wordle  # noqa: F401
+    except ImportError as exc:
+        out["ok"], out["problem"] = (
+            False,
+            f"cannot import {exc.name}: needs openenv and openenv-gym",
+        )
+    try:
+        import uvloop  # noqa: F401
+    except ImportError:
+        out["uvicorn_loop_auto"] = "asyncio"
+    else:
+        out["uvicorn_loop_auto"] = "uvloop"
+    print(json.dumps(out))
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("mode", choices=["serve", "client", "versions"])
+    parser.add_argument("--env", default="echo", choices=["echo", "wordle"])
+    parser.add_argument("--max-concurrent-envs", type=int, default=1024)
+    parser.add_argument("--loop", default="auto", choices=["auto", "asyncio", "uvloop"])
+    args = parser.parse_args()
+    if args.mode == "serve":
+        serve(args)
+    elif args.mode == "client":
+        run_async_worker(lambda spec: GatherBench(spec["url"], spec["env"], spec["n"]))
+    else:
+        versions()
+
+
+if __name__ == "__main__":
+    main()

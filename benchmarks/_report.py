@@ -1,0 +1,219 @@
+"""Turn the JSONL rows of a run into the Markdown tables and the target ratio lines.
+
+Every figure is the median over a cell's repeats (a cell: method, env, N, variant).
+
+    python benchmarks/_report.py benchmarks/results/<run>.jsonl   # print the report again
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+__all__ = ["METHODS", "cells", "load_rows", "markdown", "ratio_lines"]
+
+METHODS: dict[str, str] = {
+    "a": "OpenEnvVectorEnv, batched msgpack",
+    "b": "OpenEnvVectorEnv, JSON /ws",
+    "c": "official OpenEnv async client, gather",
+    "d": "AsyncVectorEnv of OpenEnvEnv",
+    "e": "SyncVectorEnv in process (no network)",
+    "f": "raw ceiling: msgpack over one WebSocket",
+    "shard": "OpenEnvVectorEnv over K servers",
+    "open": "open N sessions on a running server",
+}
+
+Key = tuple[str, str, int, str]
+
+
+def load_rows(path: str) -> list[dict[str, Any]]:
+    """Rows of a results file."""
+    with open(path, encoding="utf-8") as f:
+        return [json.loads(line) for line in f if line.strip()]
+
+
+def _median(values: Iterable[Any]) -> float | None:
+    present = [v for v in values if v is not None]
+    return statistics.median(present) if present else None
+
+
+def cells(rows: Sequence[dict[str, Any]]) -> dict[Key, dict[str, Any]]:
+    """Median of every metric per (method, env, N, variant), error rows left out."""
+    grouped: dict[Key, list[dict[str, Any]]] = {}
+    for row in rows:
+        if row.get("error"):
+            continue
+        key = (row["method"], row["env"], row["N"], row["variant"])
+        grouped.setdefault(key, []).append(row)
+    out: dict[Key, dict[str, Any]] = {}
+    metrics = (
+        "steps_per_s",
+        "p50_ms",
+        "p99_ms",
+        "client_cpu_us_per_step",
+        "server_cpu_us_per_step",
+        "client_rss_mb",
+        "server_rss_mb",
+        "open_s",
+        "first_reset_s",
+        "server_cpu_s",
+    )
+    for key, group in grouped.items():
+        summary: dict[str, Any] = {m: _median(r[m] for r in group) for m in metrics}
+        summary["repeats"] = len(group)
+        summary["other_cpu_max"] = max((r["other_cpu"] or 0.0) for r in group)
+        out[key] = summary
+    return out
+
+
+def _num(value: float | None, digits: int = 0) -> str:
+    if value is None:
+        return "-"
+    return f"{value:,.{digits}f}"
+
+
+def _order(method: str) -> int:
+    return list(METHODS).index(method) if method in METHODS else len(METHODS)
+
+
+def markdown(rows: Sequence[dict[str, Any]], *, title: str = "", notes: Sequence[str] = ()) -> str:
+    """The run's Markdown report: a steps/s grid per env, the detail table, the extra rows."""
+    summary = cells(rows)
+    lines: list[str] = [f"# {title}", ""] if title else []
+    step_keys = [k for k in summary if k[0] not in ("shard", "open")]
+    envs = sorted({k[1] for k in step_keys if k[1] != "raw"})
+    ns = sorted({k[2] for k in step_keys})
+    for env in envs:
+        lines += [f"### {env}: env-steps/s (median)", ""]
+        lines.append("| method | " + " | ".join(f"N={n}" for n in ns) + " |")
+        lines.append("|---|" + "---:|" * len(ns))
+        methods = sorted({k[0] for k in step_keys if k[1] in (env, "raw")}, key=_order)
+        for method in methods:
+            row_env = "raw" if method == "f" else env
+            cols = [
+                _num((summary.get((method, row_env, n, "")) or {}).get("steps_per_s")) for n in ns
+            ]
+            lines.append(f"| ({method}) {METHODS.get(method, method)} | " + " | ".join(cols) + " |")
+        lines.append("")
+    lines += [
+        "### Detail (medians; latency is one vector step / gather round / frame round trip)",
+        "",
+        "| method | env | N | steps/s | p50 ms | p99 ms | client µs/step | server µs/step "
+        "| client MB | server MB | other CPU max |",
+        "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+    ]
+    for key in sorted(step_keys, key=lambda k: (k[1], k[2], _order(k[0]))):
+        s = summary[key]
+        method, env, n, _ = key
+        lines.append(
+            f"| {method} | {env} | {n} | {_num(s['steps_per_s'])} | {_num(s['p50_ms'], 3)} "
+            f"| {_num(s['p99_ms'], 3)} | {_num(s['client_cpu_us_per_step'], 1)} "
+            f"| {_num(s['server_cpu_us_per_step'], 1)} | {_num(s['client_rss_mb'])} "
+            f"| {_num(s['server_rss_mb'])} | {s['other_cpu_max']:.2f} |"
+        )
+    lines.append("")
+    shard = sorted((k for k in summary if k[0] == "shard"), key=lambda k: (k[2], k[3]))
+    if shard:
+        lines += [
+            "### Sharding: busy env, OpenEnvVectorEnv over K local servers",
+            "",
+            "| N | servers | steps/s | p50 ms | client µs/step | server µs/step (all servers) |",
+            "|---:|---|---:|---:|---:|---:|",
+        ]
+        for key in shard:
+            s = summary[key]
+            lines.append(
+                f"| {key[2]} | {key[3]} | {_num(s['steps_per_s'])} | {_num(s['p50_ms'], 3)} "
+                f"| {_num(s['client_cpu_us_per_step'], 1)} "
+                f"| {_num(s['server_cpu_us_per_step'], 1)} |"
+            )
+        lines.append("")
+    opened = sorted((k for k in summary if k[0] == "open"), key=lambda k: (k[1], k[2], k[3]))
+    if opened:
+        lines += [
+            "### Opening sessions on a running server",
+            "",
+            "| env | N | protocol | make_vec s | first reset s | server CPU s |",
+            "|---|---:|---|---:|---:|---:|",
+        ]
+        for key in opened:
+            s = summary[key]
+            lines.append(
+                f"| {key[1]} | {key[2]} | {key[3]} | {_num(s['open_s'], 3)} "
+                f"| {_num(s['first_reset_s'], 3)} | {_num(s['server_cpu_s'], 2)} |"
+            )
+        lines.append("")
+    lines += ["### Targets", ""]
+    lines += [f"- {line}" for line in ratio_lines(rows)]
+    lines.append("")
+    failed = sorted(
+        {
+            f"({r['method']}) {r['env']} N={r['N']} {r['variant']}".strip()
+            for r in rows
+            if r.get("error")
+        }
+    )
+    if notes or failed:
+        lines += ["### Notes", ""]
+        lines += [f"- {note}" for note in notes]
+        lines += [f"- FAILED: {name} (see its row's `error`)" for name in failed]
+        lines.append("")
+    return "\n".join(lines)
+
+
+def ratio_lines(
+    rows: Sequence[dict[str, Any]], *, shard_n: int | None = None, open_n: int | None = None
+) -> list[str]:
+    """The figures the project tracks, as ratios of peers measured in the same run."""
+    summary = cells(rows)
+
+    def sps(method: str, env: str, n: int, variant: str = "") -> float | None:
+        return (summary.get((method, env, n, variant)) or {}).get("steps_per_s")
+
+    def ratio(top: float | None, bottom: float | None) -> str:
+        if top is None or bottom is None or bottom == 0:
+            return "n/a (not measured in this run)"
+        return f"{top / bottom:.2f}x ({_num(top)} / {_num(bottom)} steps/s)"
+
+    out = [f"(a)/(f) echo N=256: {ratio(sps('a', 'echo', 256), sps('f', 'raw', 256))}"]
+    for env in ("echo", "wordle"):
+        out.append(f"(a)/(c) {env} N=64: {ratio(sps('a', env, 64), sps('c', env, 64))}")
+    for env in ("echo", "wordle"):
+        out.append(f"(b)/(c) {env} N=64: {ratio(sps('b', env, 64), sps('c', env, 64))}")
+    wordle_a = sps("a", "wordle", 256)
+    out.append(
+        "wordle (a) N=256: "
+        + (f"{_num(wordle_a)} steps/s" if wordle_a else "n/a (not measured in this run)")
+    )
+    open_ns = sorted({k[2] for k in summary if k[0] == "open"})
+    n_open = open_n or (open_ns[-1] if open_ns else 256)
+    for protocol in ("batch", "json"):
+        s = summary.get(("open", "wordle", n_open, protocol))
+        if s:
+            out.append(
+                f"wordle {n_open}-session open ({protocol}): make_vec {s['open_s']:.3f} s "
+                f"+ first reset {s['first_reset_s']:.3f} s"
+            )
+        else:
+            out.append(f"wordle {n_open}-session open ({protocol}): n/a (not measured in this run)")
+    shard_ns = sorted({k[2] for k in summary if k[0] == "shard"})
+    n_shard = shard_n or (shard_ns[-1] if shard_ns else 256)
+    out.append(
+        f"sharding, busy env N={n_shard}, 2 servers / 1 server: "
+        + ratio(sps("shard", "busy", n_shard, "K=2"), sps("shard", "busy", n_shard, "K=1"))
+    )
+    return out
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("results", help="a results .jsonl file")
+    args = parser.parse_args()
+    print(markdown(load_rows(args.results), title=args.results))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,122 @@
+"""``benchmarks/run.py --smoke`` runs and writes rows of the fixed schema.
+
+Only the harness is checked: that every method measured something and reported it in
+the documented shape. No speed is asserted -- speed lives in ``benchmarks/``.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+pytestmark = [pytest.mark.bench, pytest.mark.timeout(300)]
+
+ROOT = Path(__file__).resolve().parents[2]
+RUN = ROOT / "benchmarks" / "run.py"
+
+ROW_KEYS = {
+    "schema_version",
+    "run_id",
+    "timestamp",
+    "kind",
+    "method",
+    "label",
+    "env",
+    "N",
+    "variant",
+    "repeat",
+    "steps",
+    "rounds",
+    "duration_s",
+    "target_duration_s",
+    "steps_per_s",
+    "p50_ms",
+    "p99_ms",
+    "client_cpu_us_per_step",
+    "server_cpu_us_per_step",
+    "client_cpu_s",
+    "server_cpu_s",
+    "client_rss_mb",
+    "server_rss_mb",
+    "other_cpu",
+    "busy_before",
+    "open_s",
+    "first_reset_s",
+    "params",
+    "versions",
+    "host",
+    "error",
+}
+VERSION_KEYS = {"python", "openenv-gym", "gymnasium", "websockets", "msgpack", "openenv"}
+
+
+@pytest.fixture(scope="module")
+def smoke(tmp_path_factory: pytest.TempPathFactory) -> tuple[list[dict], Path]:
+    out = tmp_path_factory.mktemp("bench")
+    done = subprocess.run(
+        [sys.executable, str(RUN), "--smoke", "--methods", "a,b,e,f", "--out-dir", str(out)],
+        capture_output=True,
+        text=True,
+        timeout=280,
+        cwd=ROOT,
+        check=False,
+    )
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-4000:]
+    (results,) = out.glob("*.jsonl")
+    rows = [json.loads(line) for line in results.read_text().splitlines()]
+    return rows, results
+
+
+def test_one_row_per_measurement(smoke: tuple[list[dict], Path]) -> None:
+    rows, _ = smoke
+    cells = {(r["method"], r["env"], r["N"]) for r in rows}
+    expected = {(m, env, n) for m in "abe" for env in ("echo", "wordle") for n in (1, 16)}
+    expected |= {("f", "raw", 1), ("f", "raw", 16)}
+    assert cells == expected
+    assert len(rows) == len(expected)  # --smoke: one repeat
+
+
+def test_rows_have_the_fixed_schema(smoke: tuple[list[dict], Path]) -> None:
+    rows, _ = smoke
+    run_ids = {r["run_id"] for r in rows}
+    assert len(run_ids) == 1
+    for row in rows:
+        assert set(row) == ROW_KEYS, row
+        assert row["error"] is None
+        assert row["kind"] == "step"
+        assert row["schema_version"] == 1
+        assert set(row["versions"]) >= VERSION_KEYS
+        assert isinstance(row["params"], dict)
+        assert row["repeat"] == 0
+
+
+def test_every_row_measured_steps(smoke: tuple[list[dict], Path]) -> None:
+    rows, _ = smoke
+    for row in rows:
+        assert row["steps_per_s"] > 0
+        assert row["steps"] > 0
+        assert row["rounds"] >= 3
+        assert row["steps"] == row["rounds"] * row["N"]
+        assert row["duration_s"] > 0
+        assert 0 < row["p50_ms"] <= row["p99_ms"]
+        assert row["client_cpu_us_per_step"] >= 0
+        assert row["client_rss_mb"] > 0
+        assert row["other_cpu"] >= 0
+        if row["method"] == "e":  # in process: no server
+            assert row["server_cpu_us_per_step"] is None
+            assert row["server_rss_mb"] is None
+        else:
+            assert row["server_cpu_us_per_step"] >= 0
+            assert row["server_rss_mb"] > 0
+
+
+def test_markdown_report_written(smoke: tuple[list[dict], Path]) -> None:
+    _, results = smoke
+    report = results.with_suffix(".md").read_text()
+    assert "### echo: env-steps/s (median)" in report
+    assert "### Targets" in report
+    assert "(a)/(f) echo N=256" in report

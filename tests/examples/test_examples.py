@@ -1,0 +1,40 @@
+"""Every example runs end to end with ``--smoke`` (its own local server, a few seconds)."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+
+pytestmark = [pytest.mark.examples, pytest.mark.integration]
+
+
+def run_example(name: str, *args: str) -> str:
+    result = subprocess.run(
+        [sys.executable, str(ROOT / "examples" / name), "--smoke", *args],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=ROOT,
+    )
+    assert result.returncode == 0, result.stderr
+    return result.stdout + result.stderr
+
+
+@pytest.mark.parametrize("protocol", ["batch", "json"])
+def test_wordle_throughput_smoke(protocol: str) -> None:
+    out = run_example("wordle_throughput.py", "--protocol", protocol)
+    assert f"protocols: {protocol}" in out
+    steps = re.search(r"env-steps/s \(inside envs.step\):\s+(\d+)", out)
+    assert steps is not None, out
+    assert int(steps.group(1)) > 0
+    won = re.search(r"episodes: (\d+)\s+won: (\d+)", out)
+    assert won is not None, out
+    episodes, wins = int(won.group(1)), int(won.group(2))
+    assert episodes > 0
+    assert wins > episodes // 2  # the solver wins nearly every game; a broken env would not
