@@ -125,6 +125,8 @@ def _wordle_text(obs: Mapping[str, Any]) -> str:
 
 def _ascii(text: str) -> str:
     """``text`` with every character outside the charset replaced by ``?``."""
+    if _NOT_PRINTABLE.search(text) is None:  # the common case: nothing to copy
+        return text
     return _NOT_PRINTABLE.sub("?", text)
 
 

@@ -385,7 +385,7 @@ class OpenEnvVectorEnv(VectorEnv[Any, Any, Any]):
             raise UsageError("a step is already pending: call step_wait() first")
         if self._pending or self._ready:
             raise UsageError("steps sent with send() are not all received: call recv() first")
-        self._send(actions, list(range(self.num_envs)))
+        self._send(actions, list(range(self.num_envs)), lockstep=True)
         self._step_started = True
 
     def step_wait(self, timeout: float | None = None) -> tuple[Any, Any, Any, Any, dict[str, Any]]:
@@ -449,7 +449,7 @@ class OpenEnvVectorEnv(VectorEnv[Any, Any, Any]):
         infos["env_id"] = np.asarray(env_ids, dtype=np.int64)
         return obs, rewards, terminations, truncations, infos
 
-    def _send(self, actions: Any, env_ids: list[int]) -> None:
+    def _send(self, actions: Any, env_ids: list[int], *, lockstep: bool = False) -> None:
         per_env = self._split_actions(actions, env_ids)
         not_started = [i for i in env_ids if not self._started[i]]
         if not_started:
@@ -472,6 +472,7 @@ class OpenEnvVectorEnv(VectorEnv[Any, Any, Any]):
                 args.append(self.codec.encode_action(action))
         same_step = self.autoreset_mode is AutoresetMode.SAME_STEP
         limit = self.max_episode_steps
+        runs = []
         for shard, positions, shard_ops, shard_args, ids in self._plan(env_ids, ops, args):
             # SAME_STEP resets in the same request: tell the shard which steps truncate
             reset_after = (
@@ -479,10 +480,38 @@ class OpenEnvVectorEnv(VectorEnv[Any, Any, Any]):
                 if same_step
                 else None
             )
-            future = asyncio.run_coroutine_threadsafe(
-                shard.run(positions, shard_ops, shard_args, reset_after), loop.get_loop()
-            )
-            self._pending[future] = ids
+            runs.append((shard.run(positions, shard_ops, shard_args, reset_after), ids))
+        event_loop = loop.get_loop()
+        if lockstep:  # one hand-off for the whole step; frames are absorbed as they arrive
+            future = asyncio.run_coroutine_threadsafe(self._absorb_all(runs), event_loop)
+            self._pending[future] = env_ids
+            return
+        for run, ids in runs:  # send/recv: each frame is its own future
+            self._pending[
+                asyncio.run_coroutine_threadsafe(self._absorb_all([(run, ids)]), event_loop)
+            ] = ids
+
+    async def _absorb_all(self, runs: list[tuple[Any, list[int]]]) -> list[tuple[int, Any]]:
+        """On the loop thread: await the frames, decode each as soon as it arrives.
+
+        Decoding a frame's replies overlaps with the servers computing the next frames,
+        and the caller's thread wakes once per step, not once per frame.
+        """
+
+        async def settle(run: Any, ids: list[int]) -> tuple[list[int], Any]:
+            try:
+                return ids, await run
+            except Exception as exc:  # a bug below the shard: fail these envs, typed
+                error = (
+                    exc if isinstance(exc, OpenEnvGymError) else UsageError(f"step failed: {exc!r}")
+                )
+                return ids, error
+
+        outs: list[tuple[int, Any]] = []
+        for arrival in asyncio.as_completed([settle(run, ids) for run, ids in runs]):
+            ids, results = await arrival
+            outs.extend(self._absorb(ids, results))
+        return outs
 
     def _collect(self, want: int, timeout: float | None) -> dict[int, _Out]:
         """Gather finished sub-envs until at least ``want`` are ready; consume them."""
@@ -497,7 +526,11 @@ class OpenEnvVectorEnv(VectorEnv[Any, Any, Any]):
                 )
             for future in done:
                 ids = self._pending.pop(future)
-                self._ready.extend(self._absorb(ids, future))
+                try:
+                    self._ready.extend(future.result())
+                except BaseException as exc:  # cancelled: fail these envs, typed
+                    error = UsageError(f"step was cancelled: {exc!r}")
+                    self._ready.extend((i, error) for i in ids)
         taken, self._ready = self._ready[:want], self._ready[want:]
         errors = {i: out for i, out in taken if isinstance(out, BaseException)}
         if errors:
@@ -505,14 +538,10 @@ class OpenEnvVectorEnv(VectorEnv[Any, Any, Any]):
             raise EnvErrorGroup(f"{len(errors)} sub-environment(s) failed", errors, succeeded)
         return {i: out for i, out in taken if isinstance(out, _Out)}
 
-    def _absorb(
-        self, ids: list[int], future: concurrent.futures.Future[Any]
-    ) -> list[tuple[int, Any]]:
-        try:
-            results = future.result()
-        except BaseException as exc:  # cancelled, or a bug below the shard: fail these envs
-            error = exc if isinstance(exc, OpenEnvGymError) else UsageError(f"step failed: {exc!r}")
-            return [(i, error) for i in ids]
+    def _absorb(self, ids: list[int], results: Any) -> list[tuple[int, Any]]:
+        """Turn one frame's per-env results into step outputs (or errors), in ``ids`` order."""
+        if isinstance(results, BaseException):
+            return [(i, results) for i in ids]
         outs: list[tuple[int, Any]] = []
         next_step = self.autoreset_mode is AutoresetMode.NEXT_STEP
         autoreset, out_of = self._autoreset, self._out
@@ -539,7 +568,7 @@ class OpenEnvVectorEnv(VectorEnv[Any, Any, Any]):
         self, plans: list[tuple[Shard, list[int], list[str], list[Mapping[str, Any]], list[int]]]
     ) -> dict[int, Any]:
         async def run_all() -> list[Any]:
-            return await asyncio.gather(
+            return await asyncio.gather(  # type: ignore[no-any-return]
                 *(shard.run(pos, ops, args) for shard, pos, ops, args, _ in plans),
                 return_exceptions=True,
             )
@@ -676,6 +705,41 @@ def _numeric_column(n: int, kind: type, rows: list[int], values: list[Any], full
     return array
 
 
+def _same_keys(infos: Sequence[Mapping[str, Any]]) -> bool:
+    keys = infos[0].keys()
+    return all(info.keys() == keys for info in infos)
+
+
+def _batch_uniform(infos: Sequence[Mapping[str, Any]], n: int) -> dict[str, Any]:
+    """Batch infos that all have the same keys (the usual case).
+
+    Whole columns at once, no masks to fill; odd columns go through the general path.
+    """
+    out: dict[str, Any] = {}
+    for key in infos[0]:
+        values = [info[key] for info in infos]
+        first = values[0]
+        kinds = set(map(type, values))
+        array: Any
+        if key == "final_obs":
+            array = np.fromiter(values, dtype=object, count=n)
+        elif kinds == {dict}:
+            array = batch_infos(values)
+        elif len(kinds) == 1 and (
+            first.__class__ in (int, float, bool) or isinstance(first, np.number)
+        ):
+            array = np.array(values, dtype=first.__class__)
+        elif not isinstance(first, int | float | bool | dict | np.ndarray | np.generic):
+            # the first value is an object (str, list, None...): an object column, as
+            # Gymnasium types a column by its first value
+            array = np.fromiter(values, dtype=object, count=n)
+        else:  # mixed numbers, arrays: the general path decides
+            array = _batch_general([{key: v} for v in values])[key]
+        out[key] = array
+        out[f"_{key}"] = np.ones(n, dtype=np.bool_)
+    return out
+
+
 def batch_infos(infos: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
     """Batch per-env info dicts exactly as ``VectorEnv._add_info`` does, column by column.
 
@@ -683,6 +747,14 @@ def batch_infos(infos: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
     numbers get the dtype of the first env reporting them; ``final_obs`` and other
     objects become object arrays.
     """
+    n = len(infos)
+    if n and _same_keys(infos):
+        return _batch_uniform(infos, n)
+    return _batch_general(infos)
+
+
+def _batch_general(infos: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+    """:func:`batch_infos` for infos whose keys differ between envs."""
     n = len(infos)
     columns: dict[str, tuple[list[int], list[Any]]] = {}
     for i, info in enumerate(infos):

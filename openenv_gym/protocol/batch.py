@@ -24,7 +24,7 @@ import enum
 import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, TypeGuard
+from typing import Any, NamedTuple, TypeGuard
 
 import msgpack
 import numpy as np
@@ -190,9 +190,10 @@ def _check_slots(value: Any) -> tuple[int, ...]:
 # --------------------------------------------------------------------------- messages
 
 
-@dataclass(frozen=True, slots=True)
-class SlotResult:
+class SlotResult(NamedTuple):
     """A successful per-slot result of reset / step / state.
+
+    A named tuple, not a dataclass: one is built per slot per step on the hot path.
 
     Attributes:
         observation: Observation fields (reset / step), or the state (state).

@@ -28,7 +28,7 @@ import math
 import reprlib
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 from openenv_gym.exceptions import LocalProtocolError, RemoteProtocolError
 
@@ -130,9 +130,10 @@ Request = ResetRequest | StepRequest | StateRequest | CloseRequest
 # ----------------------------------------------------------------------------- replies
 
 
-@dataclass(frozen=True, slots=True)
-class ObservationReceived:
+class ObservationReceived(NamedTuple):
     """An ``observation`` reply to ``reset`` or ``step``.
+
+    A named tuple, not a dataclass: the batched transport builds one per slot per step.
 
     Attributes:
         observation: The environment's observation fields.

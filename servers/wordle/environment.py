@@ -39,8 +39,9 @@ Where this differs from OpenEnv's server, on purpose:
   plays through TextArena's ``LLMObservationWrapper``, whose whole-episode transcript,
   flattened into one ``MESSAGE`` string of ``[GAME] ...`` lines, is not reproduced: it would
   grow every observation with the episode. The full history (every guess and its feedback) is
-  in ``state.raw_state["game_state"]["guess_history"]``. Upstream's ``prompt`` becomes
-  ``"Wordle-v0"`` after the first turn; here ``prompt`` is always the instructions.
+  in ``state.raw_state["game_state"]["guess_history"]``. As upstream, ``prompt`` holds the
+  instructions on the observation of ``reset`` and the env id ``"Wordle-v0"`` on every later
+  one (the instructions are not re-sent each turn).
 - ``wordle.greens``/``wordle.yellows`` on a winning step count the winning guess (upstream
   reads the previous guess's feedback, as a win prints none).
 - ``metadata`` has ``env_id``, ``turn`` and ``reward_signals``, but not ``raw_messages`` (a
@@ -375,7 +376,7 @@ class WordleEnvironment(Environment[WordleAction, WordleObservation, WordleState
                 "done": self._done,
                 "reward": reward,
                 "metadata": metadata,
-                "prompt": _PROMPT,
+                "prompt": _PROMPT if self._step_count == 0 else ENV_ID,
                 "messages": messages,
                 "current_player_id": PLAYER_ID,
                 "legal_players": [PLAYER_ID],

@@ -390,7 +390,7 @@ def test_messages_hold_only_the_latest_turn(crane_env: WordleEnvironment) -> Non
         assert obs.messages[0].content == message
         assert obs.messages[1].content.endswith(ending)
         assert "PROMPT" not in {m.category for m in obs.messages}
-        assert obs.prompt.startswith("You are Playing Wordle.")  # still on every observation
+        assert obs.prompt == "Wordle-v0"  # as upstream: the instructions come with reset only
     # The whole history stays in the state.
     history = crane_env.state.raw_state["game_state"]["guess_history"]
     assert [word for word, _ in history] == ["react", "hello"]
@@ -418,8 +418,8 @@ def test_gymnasium_text_is_the_games_latest_reply(crane_env: WordleEnvironment) 
     text = decode(play(crane_env, "[hello]").model_dump())
     assert text.startswith("You submitted [hello].\nFeedback:\nH E L L O\n")
     assert "react" not in text  # earlier turns are not repeated
-    # A win prints nothing, so the text falls back to the instructions, as it always did.
-    assert decode(play(crane_env, "[crane]").model_dump()) == first.prompt
+    # A win prints nothing, so the text falls back to the prompt: the env id after reset.
+    assert decode(play(crane_env, "[crane]").model_dump()) == "Wordle-v0"
 
 
 # --------------------------------------------------------------------- invalid moves
