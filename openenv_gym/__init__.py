@@ -3,7 +3,7 @@
 >>> import gymnasium, openenv_gym
 >>> gymnasium.register_envs(openenv_gym)   # keeps linters quiet about the import
 >>> sorted(i for i in gymnasium.registry if i.startswith("openenv/"))
-['openenv/Catch-v0', 'openenv/Echo-v0', 'openenv/Wordle-v0']
+['openenv/Catch-v0', 'openenv/Echo-v0', 'openenv/Generic-v0', 'openenv/Wordle-v0']
 """
 
 from openenv_gym._version import __version__

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import urllib.error
 import urllib.request
+from collections.abc import Mapping
 from typing import Any
 
 from openenv_gym.exceptions import ConnectError, RemoteProtocolError
@@ -24,16 +25,19 @@ def http_base(url: str) -> str:
     return url
 
 
-def get_json(url: str, timeout: float | None) -> tuple[int, Any]:
+def get_json(
+    url: str, timeout: float | None, *, headers: Mapping[str, str] | None = None
+) -> tuple[int, Any]:
     """GET ``url`` and parse its JSON body; returns ``(status, body)``.
 
     Non-2xx statuses are returned, not raised (the body is None if it is not JSON).
+    ``headers`` are sent along (e.g. ``Authorization`` for a private Space).
 
     Raises:
         ConnectError: The server could not be reached.
         RemoteProtocolError: A 2xx reply whose body is not JSON.
     """
-    request = urllib.request.Request(url, headers={"Accept": "application/json"})
+    request = urllib.request.Request(url, headers={**(headers or {}), "Accept": "application/json"})
     try:
         with urllib.request.urlopen(request, timeout=timeout) as response:
             status, raw = response.status, response.read()

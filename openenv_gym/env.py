@@ -12,36 +12,125 @@
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from typing import Any, SupportsFloat
 
 import gymnasium
 
+from openenv_gym._http import get_json, http_base
 from openenv_gym.config import Timeouts
-from openenv_gym.exceptions import ConfigurationError, InvalidActionError, UsageError
+from openenv_gym.exceptions import (
+    ConfigurationError,
+    InvalidActionError,
+    RemoteProtocolError,
+    UsageError,
+)
 from openenv_gym.providers import Provider, make_provider
-from openenv_gym.spaces import Codec, codec_for
+from openenv_gym.spaces import GENERIC, Codec, FieldSpaces, codec_for, codec_from_schema
 from openenv_gym.transport.session import Session, StepReply, open_session
 
-__all__ = ["OpenEnvEnv", "reply_info"]
+__all__ = ["OpenEnvEnv", "choose_codec", "fetch_schema", "local_server", "reply_info"]
 
 logger = logging.getLogger("openenv_gym.env")
 
 
-def reply_info(reply: StepReply, primary: str | None = None) -> dict[str, Any]:
+def reply_info(reply: StepReply, observed: str | Collection[str] | None = None) -> dict[str, Any]:
     """Build the ``info`` of a step.
 
-    It holds every observation field the Gymnasium observation (``primary``) leaves out,
-    and ``metadata`` when the server sent a non-empty one (top level, openenv >= 0.4, or
-    nested in the observation). The same reply gives the same info over the batched and
-    the JSON protocol, so info keys and dtypes stay stable from step to step.
+    It holds every observation field the Gymnasium observation (``observed``: a field
+    name or a set of them, usually :attr:`Codec.observed <openenv_gym.spaces.Codec>`)
+    leaves out, and ``metadata`` when the server sent a non-empty one (top level,
+    openenv >= 0.4, or nested in the observation). The same reply gives the same info over
+    the batched and the JSON protocol, so info keys and dtypes stay stable from step to step.
     """
     observation = reply.observation
-    info = {k: v for k, v in observation.items() if k != primary and k != "metadata"}
+    if observed is None or isinstance(observed, str):
+        info = {k: v for k, v in observation.items() if k != observed and k != "metadata"}
+    else:
+        info = {k: v for k, v in observation.items() if k not in observed and k != "metadata"}
     metadata = reply.metadata or observation.get("metadata")
     if metadata:
         info["metadata"] = metadata
     return info
+
+
+def fetch_schema(
+    base_url: str, *, timeout: float | None = 10.0, headers: Mapping[str, str] | None = None
+) -> dict[str, Any]:
+    """``GET {base_url}/schema``: the JSON schemas of a server's action and observation.
+
+    Raises:
+        ConfigurationError: The server answers with an error status (it publishes no
+            schema: pass your own ``codec=``).
+        ConnectError: The server could not be reached.
+        RemoteProtocolError: The body is not ``{"action": {...}, "observation": {...}}``.
+    """
+    url = f"{http_base(base_url)}/schema"
+    status, body = get_json(url, timeout, headers=headers)
+    if status != 200:
+        raise ConfigurationError(
+            f"GET {url} answered {status}: cannot build spaces from this server's schema; "
+            "pass your own codec= (see docs/spaces.md)"
+        )
+    if not isinstance(body, dict) or not all(
+        isinstance(body.get(k), dict) for k in ("action", "observation")
+    ):
+        raise RemoteProtocolError(f"GET {url}: not an action/observation schema: {body!r:.200}")
+    return body
+
+
+def local_server(
+    codec: Codec | None,
+    server: str | None,
+    provider: str | Provider | None,
+    base_url: str | list[str] | None,
+) -> str:
+    """The server the local provider would start (and check ``server=`` against the rest).
+
+    Raises:
+        ConfigurationError: ``server=`` with ``base_url=`` or a non-local provider; or a
+            generic env without a server to talk to.
+    """
+    local = provider is None or provider == "local"
+    if server is not None:
+        if base_url is not None or not local:
+            raise ConfigurationError(
+                "server= names a server class to start locally: it excludes base_url= and "
+                "any provider but 'local'"
+            )
+        return server
+    if codec is not None:
+        return codec.name
+    if base_url is None and local:
+        raise ConfigurationError(
+            "openenv/Generic-v0 needs a server: base_url='http://host:port' (one that runs) "
+            "or server='package.module:Class' (started locally)"
+        )
+    return GENERIC
+
+
+def choose_codec(
+    env: str,
+    codec: Codec | None,
+    action_fields: FieldSpaces | None,
+    observation_fields: FieldSpaces | None,
+) -> Codec | None:
+    """The codec to use, or None when it must be built from the server's ``/schema``.
+
+    Raises:
+        ConfigurationError: Unknown env, or ``*_fields=`` where no schema is read.
+    """
+    generic = env.lower() == GENERIC
+    if (action_fields is not None or observation_fields is not None) and (
+        codec is not None or not generic
+    ):
+        raise ConfigurationError(
+            "action_fields= / observation_fields= refine the spaces openenv/Generic-v0 "
+            "builds from the server's /schema; they do not apply with a known env or codec="
+        )
+    if codec is not None or generic:
+        return codec
+    return codec_for(env)
 
 
 class OpenEnvEnv(gymnasium.Env[Any, Any]):
@@ -53,7 +142,8 @@ class OpenEnvEnv(gymnasium.Env[Any, Any]):
 
     Args:
         env: Which environment: ``"wordle"``, ``"echo"``, ``"catch"`` (its spaces, and
-            the server the local provider starts).
+            the server the local provider starts), or ``"generic"``: any OpenEnv server,
+            with spaces built from its ``GET /schema`` (``docs/spaces.md``).
         base_url: An existing server (a Space, a container). Default: start a local one.
         provider: ``"local"``, ``"url"`` or a :class:`~openenv_gym.providers.Provider`.
         protocol: ``"auto"`` (batched if the server offers it, else JSON), ``"batch"``,
@@ -62,7 +152,16 @@ class OpenEnvEnv(gymnasium.Env[Any, Any]):
         max_episode_steps: Truncate episodes after this many steps (None: never).
         render_mode: ``None`` or ``"ansi"``.
         codec: Your own spaces and conversions, for servers our codecs do not know.
-        headers: Extra HTTP headers for the WebSocket upgrade (e.g. auth for a Space).
+        headers: Extra HTTP headers for the WebSocket upgrade and ``GET /schema`` (e.g.
+            auth for a Space).
+        server: The server class the local provider starts, ``"package.module:Class"``
+            (default: the env's own). With ``env="generic"``, its spaces come from its
+            schema.
+        action_fields: ``env="generic"``: per action field, the space to use instead of
+            the schema's, or None to leave a field with a default out
+            (:func:`~openenv_gym.spaces.codec_from_schema`).
+        observation_fields: ``env="generic"``: per observation field, the space to use
+            instead of the schema's, or None to move the field to ``info``.
     """
 
     metadata = {"render_modes": ["ansi"], "render_fps": 4}
@@ -79,14 +178,16 @@ class OpenEnvEnv(gymnasium.Env[Any, Any]):
         render_mode: str | None = None,
         codec: Codec | None = None,
         headers: Mapping[str, str] | None = None,
+        server: str | None = None,
+        action_fields: FieldSpaces | None = None,
+        observation_fields: FieldSpaces | None = None,
     ) -> None:
         if render_mode is not None and render_mode not in self.metadata["render_modes"]:
             raise ConfigurationError(f"render_mode must be None or 'ansi', got {render_mode!r}")
         if max_episode_steps is not None and max_episode_steps < 1:
             raise ConfigurationError(f"max_episode_steps must be >= 1, got {max_episode_steps}")
-        self.codec = codec or codec_for(env)
-        self.observation_space = self.codec.observation_space
-        self.action_space = self.codec.action_space
+        chosen = choose_codec(env, codec, action_fields, observation_fields)
+        name = local_server(chosen, server, provider, base_url)
         self.render_mode = render_mode
         self.max_episode_steps = max_episode_steps
         self._session: Session | None = None
@@ -97,15 +198,23 @@ class OpenEnvEnv(gymnasium.Env[Any, Any]):
             self._timeouts = timeouts
         else:
             self._timeouts = Timeouts.from_env(**dict(timeouts or {}))
-        self._provider = make_provider(self.codec.name, provider=provider, base_url=base_url)
+        self._provider = make_provider(name, provider=provider, base_url=base_url)
         try:
             url = self._provider.start()[0]
+            if chosen is None:
+                schema = fetch_schema(url, timeout=self._timeouts.connect, headers=headers)
+                chosen = codec_from_schema(
+                    schema, action_fields=action_fields, observation_fields=observation_fields
+                )
             self._session = open_session(
                 url, protocol=protocol, timeouts=self._timeouts, headers=headers
             )
         except BaseException:
             self._provider.close()
             raise
+        self.codec = chosen
+        self.observation_space = chosen.observation_space
+        self.action_space = chosen.action_space
         self.base_url = url
         self.protocol: str = self._session.protocol
         """``"batch"`` or ``"json"``: what the session speaks."""
@@ -167,7 +276,7 @@ class OpenEnvEnv(gymnasium.Env[Any, Any]):
         )
 
     def _info(self, reply: StepReply) -> dict[str, Any]:
-        return reply_info(reply, self.codec.primary)
+        return reply_info(reply, self.codec.observed)
 
     def state(self) -> dict[str, Any]:
         """The server-side state (``episode_id``, ``step_count``, env fields)."""

@@ -9,6 +9,9 @@ Importing :mod:`openenv_gym` registers them, so both documented Gymnasium 1.x fo
 
 Every id takes the keyword arguments of :class:`~openenv_gym.env.OpenEnvEnv`
 (``base_url=``, ``provider=``, ``protocol=``, ``timeouts=``, ...).
+``openenv/Generic-v0`` is any OpenEnv server, its spaces built from its ``GET /schema``::
+
+    gymnasium.make("openenv/Generic-v0", base_url="https://openenv-echo-env.hf.space")
 """
 
 from __future__ import annotations
@@ -30,6 +33,7 @@ ENV_IDS: dict[str, _Entry] = {
     "openenv/Wordle-v0": _Entry("wordle", None),
     "openenv/Echo-v0": _Entry("echo", None),
     "openenv/Catch-v0": _Entry("catch", None),
+    "openenv/Generic-v0": _Entry("generic", None),
 }
 
 

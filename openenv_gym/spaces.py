@@ -2,23 +2,35 @@
 
 A :class:`Codec` bundles an environment's spaces with the two conversions the facade
 needs: Gymnasium action -> action fields sent on the wire, and wire observation fields ->
-Gymnasium observation. :func:`codec_for` returns the codec of a known environment.
+Gymnasium observation. :func:`codec_for` returns the codec of a known environment;
+:func:`codec_from_schema` builds one for any OpenEnv server from its ``GET /schema``
+(``docs/spaces.md`` has the mapping table).
 """
 
 from __future__ import annotations
 
+import json
+import math
 import re
 import string
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 from gymnasium import spaces
 
-from openenv_gym.exceptions import ConfigurationError, RemoteProtocolError
+from openenv_gym.exceptions import ConfigurationError, OpenEnvGymError, RemoteProtocolError
 
-__all__ = ["PRINTABLE", "Codec", "codec_for", "known_envs"]
+__all__ = [
+    "DEFAULT_TEXT_LENGTH",
+    "GENERIC",
+    "PRINTABLE",
+    "Codec",
+    "codec_for",
+    "codec_from_schema",
+    "known_envs",
+]
 
 PRINTABLE = frozenset(string.printable)
 """Charset of Text spaces: printable ASCII plus whitespace (newline, tab, ...)."""
@@ -75,6 +87,8 @@ class Codec:
         primary: The wire field the Gymnasium observation is made of (left out of
             ``info``), or None when it is derived from several fields.
         contains_action: A fast ``action_space.contains`` (default: the space's own).
+        observed: The wire fields the Gymnasium observation holds, left out of ``info``
+            (always includes ``primary``).
     """
 
     name: str
@@ -85,8 +99,11 @@ class Codec:
     render: Callable[[Mapping[str, Any]], str]
     primary: str | None = None
     contains_action: Callable[[Any], bool] | None = field(default=None)
+    observed: frozenset[str] = frozenset()
 
     def __post_init__(self) -> None:
+        if self.primary is not None and self.primary not in self.observed:
+            object.__setattr__(self, "observed", self.observed | {self.primary})
         if self.contains_action is None:
             space = self.action_space
             fast: Callable[[Any], bool] = space.contains
@@ -218,3 +235,791 @@ def codec_for(name: str) -> Codec:
         raise ConfigurationError(
             f"unknown environment {name!r}; known: {', '.join(known_envs())}"
         ) from None
+
+
+# ------------------------------------------------------------- any server: /schema
+
+GENERIC = "generic"
+"""Name of the codec built from a server's ``GET /schema`` (``openenv/Generic-v0``)."""
+
+DEFAULT_TEXT_LENGTH = 4096
+"""``max_length`` of the Text space of a JSON-schema string without ``maxLength``."""
+
+_NOT_IN_OBSERVATION = frozenset({"done", "reward", "metadata"})
+"""Observation fields that travel separately (``done``, ``reward``) or go to ``info``."""
+
+_NOT_IN_ACTION = frozenset({"metadata"})
+"""OpenEnv's base ``Action`` field: never sent."""
+
+_MAX_TUPLE = 64
+"""Most items of a fixed-length array of non-numbers made a Tuple (longer: a Sequence)."""
+
+_INT_LIMIT = 2**53
+"""Integer bounds at or beyond this are taken as unbounded (float64 cannot hold them)."""
+
+
+def _bad(value: Any, what: str) -> RemoteProtocolError:
+    text = repr(value)
+    if len(text) > 80:
+        text = text[:77] + "..."
+    return RemoteProtocolError(f"expected {what} in the observation, got {text}")
+
+
+def _integer(value: Any) -> int:
+    if isinstance(value, int | np.integer) and not isinstance(value, bool):
+        return int(value)
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    raise _bad(value, "an integer")
+
+
+class _Conv:
+    """Converts between one JSON value and one value of :attr:`space`."""
+
+    __slots__ = ("space",)
+
+    space: spaces.Space[Any]
+
+    def decode(self, value: Any) -> Any:
+        """JSON value (never None) -> value of the space; raises RemoteProtocolError."""
+        raise NotImplementedError
+
+    def encode(self, value: Any) -> Any:
+        """Value of the space -> JSON-able value."""
+        raise NotImplementedError
+
+    def zero(self) -> Any:
+        """A fresh value of the space standing for null."""
+        raise NotImplementedError
+
+
+class _Text(_Conv):
+    __slots__ = ("_clean", "_filler", "_max", "_min")
+
+    def __init__(self, space: spaces.Text) -> None:
+        self.space = space
+        self._max = space.max_length
+        self._min = space.min_length
+        charset = space.character_set
+        self._clean = charset <= PRINTABLE  # then out-of-charset characters become "?"
+        self._filler = " " if " " in charset else min(charset)
+
+    def decode(self, value: Any) -> str:
+        if not isinstance(value, str):
+            raise _bad(value, "a string")
+        text = _ascii(value) if self._clean else value
+        return text[: self._max]
+
+    def encode(self, value: Any) -> str:
+        return str(value)
+
+    def zero(self) -> str:
+        return self._filler * self._min
+
+
+class _Int(_Conv):
+    """A Discrete space whose values are the integers sent on the wire."""
+
+    __slots__ = ("_zero",)
+
+    def __init__(self, space: spaces.Discrete) -> None:
+        self.space = space
+        start = int(space.start)
+        self._zero = min(max(0, start), start + int(space.n) - 1)
+
+    def decode(self, value: Any) -> np.int64:
+        return np.int64(_integer(value))
+
+    def encode(self, value: Any) -> int:
+        return int(value)
+
+    def zero(self) -> np.int64:
+        return np.int64(self._zero)
+
+
+class _Bool(_Conv):
+    """``Discrete(2)``: 0 is false, 1 is true."""
+
+    __slots__ = ()
+
+    def __init__(self) -> None:
+        self.space = spaces.Discrete(2)
+
+    def decode(self, value: Any) -> np.int64:
+        if isinstance(value, bool) or value in (0, 1):
+            return np.int64(bool(value))
+        raise _bad(value, "a boolean")
+
+    def encode(self, value: Any) -> bool:
+        return bool(value)
+
+    def zero(self) -> np.int64:
+        return np.int64(0)
+
+
+def _enum_key(value: Any) -> Any:
+    if isinstance(value, str | int | float | bool):
+        return (type(value), value)  # True and 1 stay apart
+    return json.dumps(value, sort_keys=True, default=str)
+
+
+class _Enum(_Conv):
+    """``Discrete(n)`` over the allowed values of an ``enum`` / ``const``.
+
+    Integers are sorted, and ``start`` is the smallest when they are consecutive (then the
+    action *is* the value); other values keep schema order (the action is their index).
+    """
+
+    __slots__ = ("_index", "_start", "values")
+
+    def __init__(self, values: list[Any]) -> None:
+        if all(isinstance(v, int) and not isinstance(v, bool) for v in values):
+            values = sorted(set(values))
+            consecutive = values[-1] - values[0] == len(values) - 1
+            start = values[0] if consecutive else 0
+        else:
+            unique: dict[Any, Any] = {}
+            for value in values:
+                unique.setdefault(_enum_key(value), value)
+            values = list(unique.values())
+            start = 0
+        self.values = values
+        self._start = start
+        self._index = {_enum_key(v): i for i, v in enumerate(values)}
+        self.space = spaces.Discrete(len(values), start=start)
+
+    def decode(self, value: Any) -> np.int64:
+        index = self._index.get(_enum_key(value))
+        if index is None:
+            raise _bad(value, f"one of {self.values}")
+        return np.int64(self._start + index)
+
+    def encode(self, value: Any) -> Any:
+        return self.values[int(value) - self._start]
+
+    def zero(self) -> np.int64:
+        return np.int64(self._start)
+
+
+class _Array(_Conv):
+    """Box (scalar when its shape is ``()``), MultiBinary, MultiDiscrete: numpy arrays."""
+
+    __slots__ = ("_dtype", "_integer", "_shape")
+
+    def __init__(self, space: spaces.Box | spaces.MultiBinary | spaces.MultiDiscrete) -> None:
+        self.space = space
+        self._dtype = space.dtype
+        self._shape = space.shape
+        self._integer = space.dtype is not None and space.dtype.kind in "iub"
+
+    def decode(self, value: Any) -> np.ndarray[Any, Any]:
+        try:
+            raw = np.asarray(value)
+        except (TypeError, ValueError) as exc:  # ragged lists
+            raise _bad(value, "numbers") from exc
+        kind = raw.dtype.kind
+        # no strings, nulls or objects; no fractions where integers are due
+        if kind not in "biuf" or (
+            self._integer and kind == "f" and not np.all(np.mod(raw, 1) == 0)
+        ):
+            raise _bad(value, "integers" if self._integer else "numbers")
+        if raw.shape != self._shape:
+            raise _bad(value, f"numbers of shape {self._shape}")
+        return raw.astype(self._dtype)
+
+    def encode(self, value: Any) -> Any:
+        return np.asarray(value).tolist()
+
+    def zero(self) -> np.ndarray[Any, Any]:
+        space = self.space
+        if isinstance(space, spaces.Box):
+            # np.array: clip gives a numpy scalar, not a 0-d array, for shape ()
+            return np.array(np.clip(np.zeros(space.shape), space.low, space.high), space.dtype)
+        if isinstance(space, spaces.MultiDiscrete):
+            return np.array(space.start, dtype=space.dtype)
+        return np.zeros(space.shape, dtype=space.dtype)
+
+
+class _Fallback(_Conv):
+    """``inner``, where null (or a missing field) reads as ``default``, else as its zero."""
+
+    __slots__ = ("_default", "inner")
+
+    def __init__(self, inner: _Conv, default: Any = None) -> None:
+        self.inner = inner
+        self.space = inner.space
+        self._default = None
+        if default is not None:
+            try:
+                inner.decode(default)
+            except OpenEnvGymError:
+                pass
+            else:
+                self._default = default
+
+    def decode(self, value: Any) -> Any:
+        if value is None:
+            return self.zero()
+        return self.inner.decode(value)
+
+    def encode(self, value: Any) -> Any:
+        return self.inner.encode(value)
+
+    def zero(self) -> Any:
+        if self._default is None:
+            return self.inner.zero()
+        return self.inner.decode(self._default)
+
+
+class _Seq(_Conv):
+    """Sequence: a tuple of item values, any length."""
+
+    __slots__ = ("_item",)
+
+    def __init__(self, item: _Conv, space: spaces.Sequence | None = None) -> None:
+        self._item = _Fallback(item)
+        self.space = space if space is not None else spaces.Sequence(item.space)
+
+    def decode(self, value: Any) -> tuple[Any, ...]:
+        if not isinstance(value, list | tuple):
+            raise _bad(value, "a list")
+        decode = self._item.decode
+        return tuple(decode(v) for v in value)
+
+    def encode(self, value: Any) -> list[Any]:
+        encode = self._item.encode
+        return [encode(v) for v in value]
+
+    def zero(self) -> tuple[Any, ...]:
+        return ()
+
+
+class _Tup(_Conv):
+    """Tuple: a fixed number of values of their own spaces."""
+
+    __slots__ = ("_items",)
+
+    def __init__(self, items: list[_Conv], space: spaces.Tuple[Any] | None = None) -> None:
+        self._items = [_Fallback(item) for item in items]
+        self.space = space if space is not None else spaces.Tuple([i.space for i in items])
+
+    def decode(self, value: Any) -> tuple[Any, ...]:
+        if not isinstance(value, list | tuple) or len(value) != len(self._items):
+            raise _bad(value, f"a list of {len(self._items)} values")
+        return tuple(item.decode(v) for item, v in zip(self._items, value, strict=True))
+
+    def encode(self, value: Any) -> list[Any]:
+        return [item.encode(v) for item, v in zip(self._items, value, strict=True)]
+
+    def zero(self) -> tuple[Any, ...]:
+        return tuple(item.zero() for item in self._items)
+
+
+class _Dict(_Conv):
+    """Dict: the named fields of a JSON object (the others are ignored)."""
+
+    __slots__ = ("fields",)
+
+    def __init__(self, fields: Mapping[str, _Conv], space: spaces.Dict | None = None) -> None:
+        self.fields = {
+            k: c if isinstance(c, _Fallback) else _Fallback(c) for k, c in fields.items()
+        }
+        self.space = (
+            space if space is not None else spaces.Dict({k: c.space for k, c in fields.items()})
+        )
+
+    def decode(self, value: Any) -> dict[str, Any]:
+        if not isinstance(value, Mapping):
+            raise _bad(value, "an object")
+        return {k: c.decode(value.get(k)) for k, c in self.fields.items()}
+
+    def encode(self, value: Any) -> dict[str, Any]:
+        return {k: c.encode(value[k]) for k, c in self.fields.items()}
+
+    def zero(self) -> dict[str, Any]:
+        return {k: c.zero() for k, c in self.fields.items()}
+
+
+def _from_space(space: Any, where: str) -> _Conv:
+    """The converter of a space the user chose (``action_fields=`` / ``observation_fields=``).
+
+    Raises:
+        ConfigurationError: Not a space, or one we cannot convert to and from JSON.
+    """
+    if isinstance(space, spaces.Discrete):
+        return _Int(space)
+    if isinstance(space, spaces.Box | spaces.MultiBinary | spaces.MultiDiscrete):
+        return _Array(space)
+    if isinstance(space, spaces.Text):
+        return _Text(space)
+    if isinstance(space, spaces.Dict):
+        return _Dict({k: _from_space(s, f"{where}[{k!r}]") for k, s in space.items()}, space)
+    if isinstance(space, spaces.Tuple):
+        return _Tup([_from_space(s, f"{where}[{i}]") for i, s in enumerate(space)], space)
+    if isinstance(space, spaces.Sequence) and not space.stack:
+        return _Seq(_from_space(space.feature_space, f"{where}.feature_space"), space)
+    raise ConfigurationError(
+        f"{where}: {space!r} is not a space we can convert to and from JSON "
+        "(use Discrete, Box, MultiBinary, MultiDiscrete, Text, Dict, Tuple or "
+        "Sequence(stack=False)), or None to leave the field out"
+    )
+
+
+def _number(value: Any) -> int | float | None:
+    if isinstance(value, int | float) and not isinstance(value, bool) and not math.isnan(value):
+        return value
+    return None
+
+
+def _bounds(node: Mapping[str, Any], integer: bool) -> tuple[float, float] | None:
+    """``(low, high)`` from (exclusive) minimum / maximum; None when nothing fits."""
+
+    def above(x: float) -> float:
+        return math.floor(x) + 1 if integer else math.nextafter(x, math.inf)
+
+    def below(x: float) -> float:
+        return math.ceil(x) - 1 if integer else math.nextafter(x, -math.inf)
+
+    low: float = -math.inf
+    high: float = math.inf
+    minimum, maximum = _number(node.get("minimum")), _number(node.get("maximum"))
+    if minimum is not None:
+        low = minimum
+    if maximum is not None:
+        high = maximum
+    exclusive_low, exclusive_high = node.get("exclusiveMinimum"), node.get("exclusiveMaximum")
+    if exclusive_low is True and minimum is not None:  # draft 4 spelling
+        low = above(minimum)
+    elif (bound := _number(exclusive_low)) is not None:
+        low = max(low, above(bound))
+    if exclusive_high is True and maximum is not None:
+        high = below(maximum)
+    elif (bound := _number(exclusive_high)) is not None:
+        high = min(high, below(bound))
+    if integer:
+        low = math.ceil(low) if -_INT_LIMIT < low < _INT_LIMIT else -math.inf
+        high = math.floor(high) if -_INT_LIMIT < high < _INT_LIMIT else math.inf
+    if low > high:
+        return None
+    return low, high
+
+
+def _box(low: np.ndarray[Any, Any], high: np.ndarray[Any, Any], integer: bool) -> spaces.Box:
+    """A Box of int64 or float64 from float bounds (infinite: unbounded)."""
+    if not integer:
+        return spaces.Box(low, high, low.shape, np.float64)
+    # Box turns +inf in an *array* into int64 max via float64, which overflows to int64 min:
+    # build it, then set those highs right (its bounded_above is already right)
+    with np.errstate(invalid="ignore"):
+        space = spaces.Box(low.copy(), high.copy(), low.shape, np.int64)
+    space.high[np.isposinf(high)] = np.iinfo(np.int64).max
+    return space
+
+
+def _count(node: Mapping[str, Any], key: str) -> int | None:
+    value = node.get(key)
+    if isinstance(value, int) and not isinstance(value, bool) and value >= 0:
+        return value
+    return None
+
+
+def _is_null(node: Any) -> bool:
+    return isinstance(node, Mapping) and node.get("type") == "null"
+
+
+def _is_numeric(node: Any) -> bool:
+    return (
+        isinstance(node, Mapping)
+        and node.get("type") in ("integer", "number", "boolean")
+        and "enum" not in node
+        and "const" not in node
+    )
+
+
+def _without(node: Mapping[str, Any], key: str) -> dict[str, Any]:
+    return {k: v for k, v in node.items() if k != key}
+
+
+def _default(node: Any) -> Any:
+    return node.get("default") if isinstance(node, Mapping) else None
+
+
+def _brief(node: Any) -> str:
+    text = json.dumps(node, separators=(",", ":"), default=str)
+    return text if len(text) <= 120 else text[:117] + "..."
+
+
+class _Reader:
+    """Builds converters from one JSON schema document (a model's) and its ``$defs``.
+
+    Args:
+        root: The document: ``$ref`` pointers (``#/$defs/Name``) resolve inside it.
+        lossless: An object with a field we cannot map is unmappable as a whole (for
+            observations: it then goes to ``info`` whole). Otherwise (actions) fields with
+            a default are dropped (the server uses its default).
+    """
+
+    def __init__(self, root: Mapping[str, Any], *, lossless: bool) -> None:
+        self.root = root
+        self.lossless = lossless
+        self._active: set[str] = set()
+
+    def lookup(self, ref: str) -> Any:
+        """The node a local JSON pointer names (None if absent or not local)."""
+        if not ref.startswith("#"):
+            return None
+        node: Any = self.root
+        for part in ref[1:].split("/")[1:]:
+            part = part.replace("~1", "/").replace("~0", "~")
+            if not isinstance(node, Mapping) or part not in node:
+                return None
+            node = node[part]
+        return node
+
+    def deref(self, node: Any) -> Mapping[str, Any] | None:
+        """``node`` with ``$ref`` and one-element ``allOf`` resolved (siblings kept)."""
+        seen: set[str] = set()
+        while isinstance(node, Mapping):
+            ref = node.get("$ref")
+            if isinstance(ref, str):
+                target = self.lookup(ref)
+                if ref in seen or ref in self._active or not isinstance(target, Mapping):
+                    return None
+                seen.add(ref)
+                node = {**target, **_without(node, "$ref")}
+                continue
+            parts = node.get("allOf")
+            if parts is not None:
+                if not isinstance(parts, list) or len(parts) != 1:
+                    return None
+                node = {**_without(node, "allOf"), **parts[0]}
+                continue
+            return node
+        return None
+
+    def properties(self, node: Any) -> tuple[Mapping[str, Any], frozenset[str]]:
+        """An object schema's ``properties`` and ``required`` names."""
+        node = self.deref(node) or {}
+        props = node.get("properties")
+        required = node.get("required")
+        return (
+            props if isinstance(props, Mapping) else {},
+            frozenset(r for r in required if isinstance(r, str))
+            if isinstance(required, list)
+            else frozenset(),
+        )
+
+    def build(self, node: Any) -> _Conv | None:
+        """The converter of a schema node, or None when no space fits it."""
+        if not isinstance(node, Mapping):
+            return None
+        ref = node.get("$ref")
+        if ref is not None:
+            target = self.lookup(ref) if isinstance(ref, str) else None
+            if not isinstance(target, Mapping) or ref in self._active:
+                return None  # dangling, remote or recursive
+            self._active.add(ref)
+            try:
+                return self.build({**target, **_without(node, "$ref")})
+            finally:
+                self._active.discard(ref)
+        parts = node.get("allOf")
+        if parts is not None:
+            if not isinstance(parts, list) or len(parts) != 1 or not isinstance(parts[0], Mapping):
+                return None
+            return self.build({**parts[0], **_without(node, "allOf")})
+        for key in ("anyOf", "oneOf"):
+            options = node.get(key)
+            if options is None:
+                continue
+            if not isinstance(options, list):
+                return None
+            rest = _without(node, key)
+            real = [o for o in options if not _is_null(o)]
+            if len(real) == 1 and isinstance(real[0], Mapping):  # Optional[X]
+                return self.build({**real[0], **rest})
+            if real and all(_is_numeric(o) for o in real):  # int | float | bool
+                return self.build({**rest, "type": "number"})
+            return None
+        if "const" in node or "enum" in node:
+            values = [node["const"]] if "const" in node else node["enum"]
+            if not isinstance(values, list):
+                return None
+            values = [v for v in values if v is not None]
+            return _Enum(values) if values else None
+        kind = node.get("type")
+        if isinstance(kind, list):
+            kinds = [k for k in kind if k != "null"]
+            if len(kinds) == 1:
+                kind = kinds[0]
+            elif kinds and all(k in ("integer", "number", "boolean") for k in kinds):
+                kind = "number"
+            else:
+                return None
+        if kind is None and isinstance(node.get("properties"), Mapping):
+            kind = "object"
+        if kind == "string":
+            return self._string(node)
+        if kind == "boolean":
+            return _Bool()
+        if kind in ("integer", "number"):
+            return self._scalar(node, kind == "integer")
+        if kind == "array":
+            return self._array(node)
+        if kind == "object":
+            return self._object(node)
+        return None  # "null", free-form ({}), unknown types
+
+    def _string(self, node: Mapping[str, Any]) -> _Conv | None:
+        low = _count(node, "minLength") or 0
+        high = _count(node, "maxLength")
+        if high is None:
+            high = max(DEFAULT_TEXT_LENGTH, low)
+        if high < low or high < 1:
+            return None
+        return _Text(_text(high, min_length=low))
+
+    def _scalar(self, node: Mapping[str, Any], integer: bool) -> _Conv | None:
+        bounds = _bounds(node, integer)
+        if bounds is None:
+            return None
+        low, high = bounds
+        if integer and math.isfinite(low) and math.isfinite(high):
+            return _Int(spaces.Discrete(int(high - low) + 1, start=int(low)))
+        dtype = np.int64 if integer else np.float64
+        return _Array(spaces.Box(low, high, (), dtype))
+
+    def numeric(self, node: Any) -> tuple[bool, np.ndarray[Any, Any], np.ndarray[Any, Any]] | None:
+        """``(integer, low, high)`` of a number or a fixed-shape array of numbers, else None."""
+        node = self.deref(node)
+        if node is None or any(k in node for k in ("enum", "const", "anyOf", "oneOf")):
+            return None
+        kind = node.get("type")
+        if kind in ("integer", "number"):
+            bounds = _bounds(node, kind == "integer")
+            if bounds is None:
+                return None
+            return kind == "integer", np.array(bounds[0]), np.array(bounds[1])
+        if kind != "array":
+            return None
+        size = _count(node, "maxItems")
+        if not size or _count(node, "minItems") != size:
+            return None
+        prefix = node.get("prefixItems")
+        if prefix is not None:
+            if not isinstance(prefix, list) or len(prefix) != size:
+                return None
+            parts = [self.numeric(p) for p in prefix]
+        else:
+            parts = [self.numeric(node.get("items"))] * size
+        if any(p is None for p in parts):
+            return None
+        known = [p for p in parts if p is not None]
+        if len({p[1].shape for p in known}) != 1:
+            return None
+        return (
+            all(p[0] for p in known),
+            np.stack([p[1] for p in known]),
+            np.stack([p[2] for p in known]),
+        )
+
+    def _array(self, node: Mapping[str, Any]) -> _Conv | None:
+        numeric = self.numeric(node)
+        if numeric is not None:
+            integer, low, high = numeric
+            return _Array(_box(low, high, integer))
+        size = _count(node, "maxItems")
+        prefix = node.get("prefixItems")
+        if isinstance(prefix, list) and prefix and size == len(prefix):
+            items = [self.build(p) for p in prefix]
+        elif size and _count(node, "minItems") == size and size <= _MAX_TUPLE:
+            items = [self.build(node.get("items")) for _ in range(size)]
+        else:
+            item = self.build(node.get("items"))
+            return None if item is None else _Seq(item)
+        known = [i for i in items if i is not None]
+        return _Tup(known) if len(known) == len(items) else None
+
+    def _object(self, node: Mapping[str, Any]) -> _Conv | None:
+        props, required = self.properties(node)
+        fields: dict[str, _Conv] = {}
+        for key, sub in props.items():
+            conv = self.build(sub)
+            if conv is None:
+                if self.lossless or key in required:
+                    return None
+                continue
+            fields[key] = _Fallback(conv, _default(sub))
+        return _Dict(fields) if fields else None  # free-form dicts (additionalProperties)
+
+
+FieldSpaces = Mapping[str, spaces.Space[Any] | None]
+"""Per-field choices: a field name -> the space to use for it, or None to leave it out."""
+
+
+def _check_names(kind: str, chosen: FieldSpaces, names: Iterable[str]) -> None:
+    unknown = sorted(set(chosen) - set(names))
+    if unknown:
+        raise ConfigurationError(
+            f"{kind}_fields names {unknown}, not fields of the server's {kind}: "
+            f"its fields are {sorted(names)}"
+        )
+
+
+def _action_fields(document: Mapping[str, Any], chosen: FieldSpaces) -> dict[str, _Conv]:
+    reader = _Reader(document, lossless=False)
+    props, required = reader.properties(document)
+    names = [k for k in props if k not in _NOT_IN_ACTION]
+    _check_names("action", chosen, names)
+    # the fields the server needs; those with a default are left to it, unless none is needed
+    wanted = {k for k in names if k in required} or set(names)
+    fields: dict[str, _Conv] = {}
+    unmapped: list[str] = []
+    for key in names:
+        if key in chosen:
+            space = chosen[key]
+            if space is None:
+                if key in required:
+                    raise ConfigurationError(
+                        f"action field {key!r} is required by the server: it cannot be left out"
+                    )
+                continue
+            fields[key] = _from_space(space, f"action_fields[{key!r}]")
+        elif key in wanted:
+            conv = reader.build(props[key])
+            if conv is not None:
+                fields[key] = conv
+            elif key in required:
+                unmapped.append(key)
+    if unmapped:
+        detail = "; ".join(f"{k!r}: {_brief(props[k])}" for k in unmapped)
+        raise ConfigurationError(
+            f"no Gymnasium space fits the action field(s) {detail}. Give one with "
+            f"action_fields={{{unmapped[0]!r}: <space>, ...}}, or pass your own codec= "
+            "(see docs/spaces.md)"
+        )
+    if not fields:
+        raise ConfigurationError(
+            f"the server's action has no field to act with (fields: {names}); choose spaces "
+            "with action_fields= or pass your own codec= (see docs/spaces.md)"
+        )
+    return fields
+
+
+def _observation_fields(document: Mapping[str, Any], chosen: FieldSpaces) -> dict[str, _Conv]:
+    reader = _Reader(document, lossless=True)
+    props, _ = reader.properties(document)
+    names = [k for k in props if k not in _NOT_IN_OBSERVATION]
+    _check_names("observation", chosen, names)
+    fields: dict[str, _Conv] = {}
+    for key in names:
+        if key in chosen:
+            space = chosen[key]
+            if space is not None:
+                fields[key] = _Fallback(_from_space(space, f"observation_fields[{key!r}]"))
+            continue
+        conv = reader.build(props[key])
+        if conv is not None:
+            fields[key] = _Fallback(conv, _default(props[key]))
+    return fields
+
+
+def _show(value: Any) -> str:
+    if isinstance(value, str):
+        return value
+    return json.dumps(value, separators=(",", ":"), default=str)
+
+
+def codec_from_schema(
+    schema: Mapping[str, Any],
+    *,
+    name: str = GENERIC,
+    action_fields: FieldSpaces | None = None,
+    observation_fields: FieldSpaces | None = None,
+) -> Codec:
+    """The codec of any OpenEnv server, from its ``GET /schema`` body (no I/O).
+
+    The observation space is a ``Dict`` of the observation's fields, less ``done``,
+    ``reward`` and ``metadata`` (they travel separately) and the fields no space fits
+    (free-form dicts, ``Any``, recursive models): those go to ``info``, which holds exactly
+    the fields the observation leaves out. The action space is the space of the action's
+    one field (the action is that field's value), or a ``Dict`` of its fields. Action
+    fields with a default are left to the server unless the action has no required field
+    (or you choose them with ``action_fields``); ``metadata`` is never sent.
+    ``docs/spaces.md`` has the full mapping table.
+
+    Args:
+        schema: ``{"action": <JSON schema>, "observation": <JSON schema>, ...}``.
+        name: The codec's name.
+        action_fields: Per action field, the space to use instead (e.g.
+            ``{"action_id": Discrete(3)}`` when the schema says only ``integer``), or
+            None to leave a field with a default out.
+        observation_fields: Per observation field, the space to use instead (e.g.
+            ``{"board": Box(0, 1, (50,))}``), or None to move the field to ``info``.
+
+    Raises:
+        ConfigurationError: ``schema`` is not such an object, a required action field has
+            no space (choose one with ``action_fields`` or pass your own codec), or an
+            ``*_fields`` key is not a field of the schema.
+
+    Example:
+        >>> from pydantic import BaseModel
+        >>> class Move(BaseModel):
+        ...     direction: int
+        >>> class Board(BaseModel):
+        ...     cells: tuple[int, int, int]
+        ...     turn: str
+        ...     done: bool = False
+        >>> codec = codec_from_schema(
+        ...     {"action": Move.model_json_schema(), "observation": Board.model_json_schema()},
+        ...     action_fields={"direction": spaces.Discrete(4)},
+        ... )
+        >>> codec.action_space, codec.encode_action(2)
+        (Discrete(4), {'direction': 2})
+        >>> sorted(codec.observation_space.keys())
+        ['cells', 'turn']
+        >>> codec.observation_space["cells"]
+        Box(-9223372036854775808, 9223372036854775807, (3,), int64)
+        >>> codec.decode_observation({"cells": [1, 2, 0], "turn": "x"})
+        {'cells': array([1, 2, 0]), 'turn': 'x'}
+    """
+    if not isinstance(schema, Mapping) or not all(
+        isinstance(schema.get(k), Mapping) for k in ("action", "observation")
+    ):
+        raise ConfigurationError(
+            "schema must be a /schema body: an object with 'action' and 'observation' "
+            f"JSON schemas, got {_brief(schema)}"
+        )
+    actions = _action_fields(schema["action"], action_fields or {})
+    observations = _observation_fields(schema["observation"], observation_fields or {})
+    observation = _Dict(observations)
+    keys = list(observations)
+
+    def render(obs: Mapping[str, Any]) -> str:
+        shown = keys or [k for k in obs if k != "metadata"]
+        return "\n".join(f"{k}: {_show(obs.get(k))}" for k in shown)
+
+    action_space: spaces.Space[Any]
+    encode_action: Callable[[Any], dict[str, Any]]
+    if len(actions) == 1:
+        ((key, conv),) = actions.items()
+        action_space = conv.space
+        encode = conv.encode
+
+        def encode_one(action: Any) -> dict[str, Any]:
+            return {key: encode(action)}
+
+        encode_action = encode_one
+    else:
+        action = _Dict(actions)
+        action_space = action.space
+        encode_action = action.encode
+    return Codec(
+        name,
+        observation.space,
+        action_space,
+        encode_action,
+        observation.decode,
+        render,
+        observed=frozenset(observations),
+    )

@@ -33,7 +33,7 @@ from gymnasium.vector import AutoresetMode, VectorEnv
 from gymnasium.vector.utils import batch_space, concatenate, create_empty_array, iterate
 
 from openenv_gym.config import Timeouts
-from openenv_gym.env import reply_info
+from openenv_gym.env import choose_codec, fetch_schema, local_server, reply_info
 from openenv_gym.exceptions import (
     ConfigurationError,
     EnvErrorGroup,
@@ -43,7 +43,7 @@ from openenv_gym.exceptions import (
     WaitTimeoutError,
 )
 from openenv_gym.providers import Provider, make_provider
-from openenv_gym.spaces import Codec, codec_for
+from openenv_gym.spaces import Codec, FieldSpaces, codec_from_schema
 from openenv_gym.transport import loop
 from openenv_gym.transport.session import StepReply, resolve_protocol
 from openenv_gym.transport.shards import Shard, connect_shards
@@ -67,7 +67,9 @@ class OpenEnvVectorEnv(VectorEnv[Any, Any, Any]):
     """N OpenEnv sessions as one ``gymnasium.vector.VectorEnv``.
 
     Args:
-        env: ``"wordle"``, ``"echo"``, ``"catch"``: the spaces and the local server.
+        env: ``"wordle"``, ``"echo"``, ``"catch"``: the spaces and the local server; or
+            ``"generic"``: any OpenEnv server, with spaces built from its ``GET /schema``
+            (read from the first server; ``docs/spaces.md``).
         num_envs: Number of sub-environments N.
         base_url: One server URL or a list (sub-envs are spread over them in order).
             Default: start local server processes.
@@ -84,7 +86,13 @@ class OpenEnvVectorEnv(VectorEnv[Any, Any, Any]):
             server computes the next ones (default 64; None: one frame per server).
         render_mode: ``None`` or ``"ansi"``.
         codec: Your own spaces and conversions.
-        headers: Extra HTTP headers for the WebSocket upgrades.
+        headers: Extra HTTP headers for the WebSocket upgrades and ``GET /schema``.
+        server: The server class local servers run, ``"package.module:Class"`` (default:
+            the env's own).
+        action_fields: ``env="generic"``: per action field, the space to use instead of
+            the schema's, or None to leave a field with a default out.
+        observation_fields: ``env="generic"``: per observation field, the space to use
+            instead of the schema's, or None to move the field to ``info``.
     """
 
     def __init__(
@@ -105,6 +113,9 @@ class OpenEnvVectorEnv(VectorEnv[Any, Any, Any]):
         render_mode: str | None = None,
         codec: Codec | None = None,
         headers: Mapping[str, str] | None = None,
+        server: str | None = None,
+        action_fields: FieldSpaces | None = None,
+        observation_fields: FieldSpaces | None = None,
     ) -> None:
         if isinstance(num_envs, bool) or not isinstance(num_envs, int) or num_envs < 1:
             raise ConfigurationError(f"num_envs must be a positive integer, got {num_envs!r}")
@@ -116,12 +127,9 @@ class OpenEnvVectorEnv(VectorEnv[Any, Any, Any]):
             mode = AutoresetMode(autoreset_mode)
         except ValueError:
             raise ConfigurationError(f"unknown autoreset_mode {autoreset_mode!r}") from None
+        chosen = choose_codec(env, codec, action_fields, observation_fields)
+        name = local_server(chosen, server, provider, base_url)
         self.num_envs = num_envs
-        self.codec = codec or codec_for(env)
-        self.single_observation_space = self.codec.observation_space
-        self.single_action_space = self.codec.action_space
-        self.observation_space = batch_space(self.single_observation_space, num_envs)
-        self.action_space = batch_space(self.single_action_space, num_envs)
         self.metadata = {"render_modes": ["ansi"], "render_fps": 4, "autoreset_mode": mode}
         self.render_mode = render_mode
         self.autoreset_mode = mode
@@ -137,22 +145,32 @@ class OpenEnvVectorEnv(VectorEnv[Any, Any, Any]):
         )
         servers = self._count_servers(num_envs, num_servers, envs_per_server, base_url)
         self._provider = make_provider(
-            self.codec.name, provider=provider, base_url=base_url, num_servers=servers
+            name, provider=provider, base_url=base_url, num_servers=servers
         )
         self._shards: list[Shard] = []
         try:
             urls = self._provider.start()
+            if chosen is None:
+                schema = fetch_schema(urls[0], timeout=self._timeouts.connect, headers=headers)
+                chosen = codec_from_schema(
+                    schema, action_fields=action_fields, observation_fields=observation_fields
+                )
             self._shards = loop.run(
                 connect_shards(urls, num_envs, resolve_protocol(protocol), self._timeouts, headers)
             )
         except BaseException:
             self._provider.close()
             raise
+        self.codec = chosen
+        self.single_observation_space = chosen.observation_space
+        self.single_action_space = chosen.action_space
+        self.observation_space = batch_space(self.single_observation_space, num_envs)
+        self.action_space = batch_space(self.single_action_space, num_envs)
         self._where = [(shard, pos) for shard in self._shards for pos in range(len(shard.indices))]
         self.protocols = tuple(shard.protocol for shard in self._shards)
         """Per server: ``"batch"`` or ``"json"``."""
         self._decode_obs = self.codec.decode_observation
-        self._primary = self.codec.primary
+        self._observed = self.codec.observed
         self._last_obs: list[Any] = [None] * num_envs
         self._last_raw: list[StepReply | None] = [None] * num_envs
         # per-env bookkeeping in plain lists: numpy scalar access is slow in loops
@@ -258,7 +276,7 @@ class OpenEnvVectorEnv(VectorEnv[Any, Any, Any]):
         self._last_raw[i] = reply
         obs = self._decode_obs(reply.observation)
         self._last_obs[i] = obs
-        info = reply_info(reply, self._primary)
+        info = reply_info(reply, self._observed)
         if reset:
             self._elapsed[i] = 0
             self._autoreset[i] = False

@@ -55,7 +55,10 @@ def test_import_then_make_in_a_fresh_interpreter() -> None:
         env.close()
         """
     )
-    assert out.splitlines() == ["openenv/Catch-v0 openenv/Echo-v0 openenv/Wordle-v0", "(50,)"]
+    assert out.splitlines() == [
+        "openenv/Catch-v0 openenv/Echo-v0 openenv/Generic-v0 openenv/Wordle-v0",
+        "(50,)",
+    ]
 
 
 @pytest.mark.slow
