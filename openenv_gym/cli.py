@@ -1,7 +1,9 @@
 """The ``openenv-gym`` command line.
 
 ``openenv-gym serve wordle --port 0`` starts a server and prints its URL on the first
-line of standard output (``--port 0`` picks a free port).
+line of standard output (``--port 0`` picks a free port). ``openenv-gym check URL`` runs
+the conformance checks of ``docs/check.md`` against any OpenEnv server; it exits 1 when
+a check fails, 0 otherwise (warnings included).
 """
 
 from __future__ import annotations
@@ -9,6 +11,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import json
 import logging
 import signal
 import sys
@@ -16,8 +19,8 @@ import threading
 from collections.abc import Sequence
 
 from openenv_gym._version import __version__
-from openenv_gym.config import env_flag
-from openenv_gym.exceptions import OpenEnvGymError
+from openenv_gym.config import Timeouts, env_flag
+from openenv_gym.exceptions import ConfigurationError, OpenEnvGymError
 
 __all__ = ["main"]
 
@@ -44,6 +47,31 @@ def _parser() -> argparse.ArgumentParser:
         help="exit when standard input closes (used by the local provider: no orphans)",
     )
     serve.add_argument("--log-level", default="WARNING")
+    check = sub.add_parser(
+        "check",
+        help="check that a server speaks OpenEnv's protocol (exit 1 if a check fails)",
+        description="Run the conformance checks of docs/check.md against a running server.",
+    )
+    check.add_argument("url", help="base URL of the server, e.g. http://127.0.0.1:8000")
+    check.add_argument(
+        "--action",
+        help='a valid action as JSON, e.g. \'{"message": "[crane]"}\' (default: made from /schema)',
+    )
+    check.add_argument("--seed", type=int, default=1, help="seed of every reset (default 1)")
+    check.add_argument("--json", action="store_true", help="print the report as JSON")
+    check.add_argument(
+        "--max-sessions",
+        type=int,
+        default=16,
+        help="most sessions the capacity check holds open at once (default 16)",
+    )
+    check.add_argument(
+        "--reply-timeout", type=float, default=10.0, help="seconds to wait for each reply"
+    )
+    check.add_argument(
+        "--check-timeout", type=float, default=60.0, help="seconds each check may take in all"
+    )
+    check.add_argument("--log-level", default="WARNING")
     return parser
 
 
@@ -95,11 +123,42 @@ async def _serve(args: argparse.Namespace) -> int:
     return 0
 
 
+def _check(args: argparse.Namespace) -> int:
+    from openenv_gym.check import DEFAULT_TIMEOUTS, check_server
+
+    action = None
+    if args.action is not None:
+        try:
+            action = json.loads(args.action)
+        except ValueError as exc:
+            raise ConfigurationError(f"--action is not JSON: {exc}") from exc
+        if not isinstance(action, dict):
+            raise ConfigurationError("--action must be a JSON object of the action's fields")
+    report = check_server(
+        args.url,
+        timeouts=Timeouts(
+            connect=DEFAULT_TIMEOUTS.connect, step=args.reply_timeout, close=DEFAULT_TIMEOUTS.close
+        ),
+        seed=args.seed,
+        action=action,
+        max_sessions=args.max_sessions,
+        check_timeout=args.check_timeout,
+    )
+    if args.json:
+        sys.stdout.write(json.dumps(report.to_dict(), indent=2, ensure_ascii=False) + "\n")
+    else:
+        sys.stdout.write(report.render() + "\n")
+    sys.stdout.flush()
+    return 0 if report.ok else 1
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line; returns the exit status."""
     args = _parser().parse_args(argv)
     logging.basicConfig(level=getattr(logging, str(args.log_level).upper(), logging.WARNING))
     try:
+        if args.command == "check":
+            return _check(args)
         if args.command == "serve":
             if not env_flag("OPENENV_GYM_NO_UVLOOP"):
                 with contextlib.suppress(ImportError):

@@ -1,0 +1,969 @@
+"""Conformance check of any OpenEnv server: ``openenv-gym check URL``.
+
+:func:`check_server` runs nine checks, in order, against a running server and returns a
+:class:`CheckReport` (``docs/check.md`` describes each one):
+
+1. ``health`` -- ``GET /health`` is 200 ``{"status": "healthy"}``;
+2. ``schema`` -- ``GET /schema`` has ``action``, ``observation`` and ``state`` JSON schemas;
+3. ``metadata`` -- ``GET /metadata`` (a warning when absent);
+4. ``session`` -- one ``/ws`` session: ``reset``, ``step``, ``state``, reply shapes checked
+   (``docs/protocol.md`` section 2.3);
+5. ``errors`` -- bad input on one session gets ``INVALID_JSON``, ``UNKNOWN_TYPE`` and
+   ``VALIDATION_ERROR``, and the session survives them (section 2.4);
+6. ``capacity`` -- sessions opened until ``CAPACITY_REACHED`` or a bound;
+7. ``seed`` -- ``reset(seed=...)`` twice gives the same observation (reported, not required);
+8. ``close`` -- ``{"type": "close"}`` makes the server close the socket (code 1000);
+9. ``batch`` -- the batched protocol, when offered (section 3; skipped otherwise).
+
+Every check runs under its own time budget and closes every socket it opened; whatever
+goes wrong becomes a failed check carrying the exception's text, never a traceback.
+
+The step needs a valid action: the one given (``action=``), or one made from the action
+schema by :func:`example_action`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import enum
+import json
+import reprlib
+import time
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from websockets.asyncio.client import ClientConnection
+from websockets.exceptions import ConnectionClosed
+
+from openenv_gym._http import get_json, http_base
+from openenv_gym.config import Timeouts
+from openenv_gym.exceptions import (
+    ConfigurationError,
+    ConnectError,
+    ConnectionLostError,
+    OpenEnvGymError,
+    RemoteProtocolError,
+    RequestTimeoutError,
+)
+from openenv_gym.protocol import batch as bp
+from openenv_gym.protocol import openenv as op
+from openenv_gym.transport import loop
+from openenv_gym.transport.connection import BatchConnection, BatchUnsupportedError
+from openenv_gym.transport.connection import (
+    _open as open_websocket,  # the transport's one connect: same options, our exceptions
+)
+
+__all__ = [
+    "CHECK_NAMES",
+    "DEFAULT_TIMEOUTS",
+    "CheckReport",
+    "CheckResult",
+    "Status",
+    "check_server",
+    "example_action",
+]
+
+DEFAULT_TIMEOUTS = Timeouts(connect=5.0, step=10.0, close=5.0)
+"""Timeouts of the check: ``step`` bounds each reply, ``close`` the wait for a closed socket."""
+
+_EXTRA_FIELD = "openenv_gym_check_extra"
+_CLOSE_FRAME = op.encode_request(op.CloseRequest())
+_STATE_FRAME = op.encode_request(op.StateRequest())
+
+_REPR = reprlib.Repr()
+_REPR.maxstring = _REPR.maxother = 80
+_REPR.maxlevel = 3
+
+
+def _brief(value: Any) -> str:
+    return _REPR.repr(value)
+
+
+class Status(enum.StrEnum):
+    """Outcome of one check."""
+
+    PASS = "pass"  # the server does what the protocol says
+    WARN = "warn"  # allowed, but worth knowing (or the check could not be completed)
+    FAIL = "fail"  # the server breaks the protocol, or the check could not run
+    SKIP = "skip"  # not applicable (e.g. the batched protocol is not offered)
+
+
+_SEVERITY = {Status.SKIP: 0, Status.PASS: 1, Status.WARN: 2, Status.FAIL: 3}
+
+
+@dataclass(frozen=True, slots=True)
+class CheckResult:
+    """The outcome of one check.
+
+    Attributes:
+        name: The check's name (one of :data:`CHECK_NAMES`).
+        status: pass, warn, fail or skip.
+        detail: What was found, problems first.
+        info: Facts worth a machine's attention (``capacity``, ``action``, ...), JSON values.
+    """
+
+    name: str
+    status: Status
+    detail: str
+    info: Mapping[str, Any] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        """The result as JSON-ready data."""
+        return {
+            "name": self.name,
+            "status": self.status.value,
+            "detail": self.detail,
+            "info": dict(self.info),
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class CheckReport:
+    """Every check's result, in order.
+
+    Attributes:
+        url: The server checked.
+        results: One :class:`CheckResult` per check, in the order they ran.
+    """
+
+    url: str
+    results: tuple[CheckResult, ...]
+
+    @property
+    def ok(self) -> bool:
+        """Whether no check failed (warnings and skips are fine)."""
+        return all(r.status is not Status.FAIL for r in self.results)
+
+    def counts(self) -> dict[str, int]:
+        """How many checks ended in each status."""
+        return {s.value: sum(r.status is s for r in self.results) for s in Status}
+
+    def __getitem__(self, name: str) -> CheckResult:
+        """The result of the check called ``name``."""
+        for result in self.results:
+            if result.name == name:
+                return result
+        raise KeyError(name)
+
+    def to_dict(self) -> dict[str, Any]:
+        """The report as JSON-ready data (what ``openenv-gym check --json`` prints)."""
+        return {
+            "url": self.url,
+            "ok": self.ok,
+            "counts": self.counts(),
+            "checks": [r.to_dict() for r in self.results],
+        }
+
+    def render(self) -> str:
+        """The report as text, one line per check, then a summary line.
+
+        >>> report = CheckReport("http://h:1", (CheckResult("health", Status.PASS, "200"),))
+        >>> print(report.render())
+        openenv-gym check http://h:1
+          PASS  health    200
+        OK: 1 passed, 0 warnings, 0 failed, 0 skipped
+        """
+        width = max([8, *(len(r.name) for r in self.results)])
+        lines = [f"openenv-gym check {self.url}"]
+        lines += [
+            f"  {r.status.value.upper():<4}  {r.name:<{width}}  {r.detail}".rstrip()
+            for r in self.results
+        ]
+        c = self.counts()
+        lines.append(
+            f"{'OK' if self.ok else 'FAILED'}: {c['pass']} passed, {c['warn']} "
+            f"warning{'' if c['warn'] == 1 else 's'}, {c['fail']} failed, {c['skip']} skipped"
+        )
+        return "\n".join(lines)
+
+    def __str__(self) -> str:
+        return self.render()
+
+
+# ----------------------------------------------------------------------- actions
+
+_NO = object()  # "no example value can be made"
+
+
+def example_action(schema: Mapping[str, Any]) -> dict[str, Any] | None:
+    """Make a plausible action from an action JSON schema: its required fields only.
+
+    Strings become ``"a"`` (repeated to ``minLength``), integers their ``minimum`` (or 0),
+    numbers likewise, booleans ``false``, enums their first value; ``const``, ``default``
+    and ``examples`` are used when given; ``$ref`` into ``$defs`` is followed. Returns
+    None when some required field cannot be made (the caller then needs a given action).
+
+    >>> example_action({"properties": {"message": {"type": "string"}}, "required": ["message"]})
+    {'message': 'a'}
+    >>> example_action(
+    ...     {
+    ...         "properties": {
+    ...             "action_id": {"type": "integer", "minimum": 2},
+    ...             "game_name": {"type": "string", "default": "catch"},
+    ...         },
+    ...         "required": ["action_id"],
+    ...     }
+    ... )
+    {'action_id': 2}
+    """
+    value = _example(schema, schema, 0)
+    return value if isinstance(value, dict) else None
+
+
+def _resolve(schema: Any, root: Mapping[str, Any]) -> Any:
+    for _ in range(16):
+        if not isinstance(schema, Mapping) or not isinstance(schema.get("$ref"), str):
+            return schema
+        ref: str = schema["$ref"]
+        if not ref.startswith("#/"):
+            return None
+        target: Any = root
+        for part in ref[2:].split("/"):
+            target = target.get(part) if isinstance(target, Mapping) else None
+        schema = target
+    return None
+
+
+def _example(schema: Any, root: Mapping[str, Any], depth: int) -> Any:
+    schema = _resolve(schema, root)
+    if depth > 8 or not isinstance(schema, Mapping):
+        return _NO
+    if "const" in schema:
+        return schema["const"]
+    for key in ("enum", "examples"):
+        values = schema.get(key)
+        if isinstance(values, list) and values:
+            return values[0]
+    if "default" in schema:
+        return schema["default"]
+    for key in ("anyOf", "oneOf", "allOf"):
+        options = schema.get(key)
+        if isinstance(options, list):
+            # prefer a real value over null
+            ordered = sorted(
+                options, key=lambda o: isinstance(o, Mapping) and o.get("type") == "null"
+            )
+            for option in ordered:
+                value = _example(option, root, depth + 1)
+                if value is not _NO:
+                    return value
+            return _NO
+    kind = schema.get("type")
+    if isinstance(kind, list):
+        kind = next((k for k in kind if k != "null"), "null")
+    if kind is None and isinstance(schema.get("properties"), Mapping):
+        kind = "object"
+    return _typed_example(kind, schema, root, depth)
+
+
+def _number(schema: Mapping[str, Any], integer: bool) -> float:
+    low = schema.get("minimum")
+    if low is None and schema.get("exclusiveMinimum") is not None:
+        low = schema["exclusiveMinimum"] + 1
+    high = schema.get("maximum")
+    if high is None and schema.get("exclusiveMaximum") is not None:
+        high = schema["exclusiveMaximum"] - 1
+    value = low if low is not None else 0
+    if high is not None and value > high:
+        value = high
+    return int(value) if integer else float(value)
+
+
+def _typed_example(
+    kind: Any, schema: Mapping[str, Any], root: Mapping[str, Any], depth: int
+) -> Any:
+    if kind == "string":
+        length = max(1, int(schema.get("minLength") or 0))
+        if isinstance(schema.get("maxLength"), int):
+            length = min(length, schema["maxLength"])
+        return "a" * length
+    if kind in ("integer", "number"):
+        return _number(schema, kind == "integer")
+    if kind == "boolean":
+        return False
+    if kind == "null":
+        return None
+    if kind == "array":
+        count = int(schema.get("minItems") or 0)
+        if not count:
+            return []
+        item = _example(schema.get("items", {}), root, depth + 1)
+        return _NO if item is _NO else [item] * count
+    if kind == "object":
+        properties = schema.get("properties") or {}
+        required = schema.get("required") or []
+        out: dict[str, Any] = {}
+        for name in required:
+            value = _example(properties.get(name), root, depth + 1)
+            if value is _NO:
+                return _NO
+            out[name] = value
+        return out
+    return _NO
+
+
+# ------------------------------------------------------------------------ plumbing
+
+
+class _Failed(Exception):
+    """Ends a check with a failure whose text is the message."""
+
+
+class _Findings:
+    """What one check found: (status, text) pairs, plus facts for :attr:`CheckResult.info`."""
+
+    def __init__(self) -> None:
+        self.items: list[tuple[Status, str]] = []
+        self.info: dict[str, Any] = {}
+
+    def add(self, status: Status, text: str) -> None:
+        self.items.append((status, text))
+
+    def ok(self, text: str) -> None:
+        self.add(Status.PASS, text)
+
+    def warn(self, text: str) -> None:
+        self.add(Status.WARN, text)
+
+    def fail(self, text: str) -> None:
+        self.add(Status.FAIL, text)
+
+    def result(self, name: str) -> CheckResult:
+        if not self.items:
+            return CheckResult(name, Status.PASS, "", dict(self.info))
+        status = max((s for s, _ in self.items), key=_SEVERITY.__getitem__)
+        ordered = sorted(self.items, key=lambda item: -_SEVERITY[item[0]])
+        detail = "; ".join(text for _, text in ordered)
+        return CheckResult(name, status, detail, dict(self.info))
+
+
+@dataclass
+class _Context:
+    """What the checks share: where the server is, settings, and what earlier checks learned."""
+
+    base: str
+    timeouts: Timeouts
+    seed: int
+    max_sessions: int
+    action: dict[str, Any] | None
+    action_source: str  # "the given action" / "made from the action schema" / ""
+    schema: dict[str, Any] | None = None
+    reachable: bool = True
+    no_action_reason: str = "no action schema"
+
+    @property
+    def close_wait(self) -> float:
+        assert self.timeouts.close is not None
+        return self.timeouts.close
+
+    def action_text(self) -> str:
+        return json.dumps(self.action, ensure_ascii=False)
+
+
+def _close_text(ws: ClientConnection) -> str:
+    code = ws.close_code
+    if code is None:
+        return "connection lost"
+    reason = ws.close_reason
+    return f"close code {code}{f' {reason!r}' if reason else ''}"
+
+
+class _Socket:
+    """One raw WebSocket to ``/ws``: any text out, one parsed reply per request.
+
+    Raw, not :class:`~openenv_gym.transport.connection.JsonSession`: the checks send
+    frames no client would (not JSON, unknown types) and watch how the server closes.
+    """
+
+    def __init__(self, ws: ClientConnection, timeouts: Timeouts) -> None:
+        self.ws = ws
+        self.timeouts = timeouts
+
+    @classmethod
+    async def open(cls, ctx: _Context, stack: contextlib.AsyncExitStack) -> _Socket:
+        """Connect; the socket is closed when ``stack`` exits."""
+        ws = await open_websocket(ctx.base, "/ws", ctx.timeouts)
+        sock = cls(ws, ctx.timeouts)
+        stack.push_async_callback(sock.aclose)
+        return sock
+
+    async def send(self, text: str) -> None:
+        try:
+            await self.ws.send(text)
+        except ConnectionClosed as exc:
+            raise ConnectionLostError(
+                f"the server closed the session ({_close_text(self.ws)})"
+            ) from exc
+
+    async def receive(self, what: str) -> tuple[Any, op.Reply]:
+        """Read one frame: ``(raw frame, parsed reply)``.
+
+        Raises:
+            RemoteProtocolError: Malformed reply (the message names the problem).
+            RequestTimeoutError: No frame in time (the socket is then dropped).
+            ConnectionLostError: The server closed the socket instead.
+        """
+        try:
+            async with asyncio.timeout(self.timeouts.step):
+                frame = await self.ws.recv()
+        except TimeoutError as exc:
+            await self.abort()
+            raise RequestTimeoutError(f"{what}: no reply within {self.timeouts.step} s") from exc
+        except ConnectionClosed as exc:
+            raise ConnectionLostError(
+                f"{what}: the server closed the session without a reply ({_close_text(self.ws)})"
+            ) from exc
+        try:
+            return frame, op.decode_reply(frame)
+        except RemoteProtocolError as exc:
+            raise RemoteProtocolError(f"{what}: malformed reply: {exc}: {_brief(frame)}") from exc
+
+    async def request(self, text: str, what: str) -> tuple[Any, op.Reply]:
+        """Send one frame and read the one reply.
+
+        A socket the server already closed may still hold its last frame (e.g.
+        ``CAPACITY_REACHED``, pushed right after the upgrade): that frame is the reply.
+        """
+        with contextlib.suppress(ConnectionClosed):
+            await self.ws.send(text)
+        return await self.receive(what)
+
+    async def abort(self) -> None:
+        self.ws.transport.abort()
+        with contextlib.suppress(Exception):
+            await self.ws.wait_closed()
+
+    async def aclose(self) -> None:
+        """Say ``close``, then close the socket ourselves (bounded); never raises."""
+        with contextlib.suppress(ConnectionClosed, OSError):
+            await self.ws.send(_CLOSE_FRAME)
+        try:
+            async with asyncio.timeout(self.timeouts.close):
+                await self.ws.close()
+        except (TimeoutError, OSError, ConnectionClosed):
+            await self.abort()
+
+
+def _describe(reply: op.Reply) -> str:
+    if isinstance(reply, op.ObservationReceived):
+        return "an observation frame"
+    if isinstance(reply, op.StateReceived):
+        return "a state frame"
+    return f"error {reply.code} ({reply.message!r})"
+
+
+def _missing_required(data: Mapping[str, Any], schema: Any, skip: frozenset[str]) -> list[str]:
+    if not isinstance(schema, Mapping):
+        return []
+    required = schema.get("required") or []
+    return [k for k in required if isinstance(k, str) and k not in skip and k not in data]
+
+
+_OBS_FRAME_KEYS = frozenset({"reward", "done", "metadata"})
+
+
+def _observation_shape(raw: Any, what: str, ctx: _Context, found: _Findings) -> None:
+    """Warnings about an observation frame that parsed but is not quite OpenEnv's shape."""
+    data = json.loads(raw)["data"]
+    for key in ("reward", "done"):
+        if key not in data:
+            found.warn(f"{what} reply has no {key!r} key (docs/protocol.md 2.3)")
+    schema = (ctx.schema or {}).get("observation")
+    missing = _missing_required(
+        data["observation"], _resolve(schema, schema or {}), _OBS_FRAME_KEYS
+    )
+    if missing:
+        found.warn(f"{what} observation lacks required field(s) {', '.join(missing)} of /schema")
+
+
+async def _observation(
+    sock: _Socket, frame: str, what: str, ctx: _Context, found: _Findings
+) -> op.ObservationReceived | op.ErrorReceived:
+    """Send ``frame``; the reply must be an observation or an error that keeps the session."""
+    raw, reply = await sock.request(frame, what)
+    if isinstance(reply, op.ObservationReceived):
+        _observation_shape(raw, what, ctx, found)
+        return reply
+    if isinstance(reply, op.ErrorReceived) and not reply.ends_session:
+        return reply
+    raise _Failed(f"{what} was answered with {_describe(reply)}, expected an observation frame")
+
+
+async def _state(sock: _Socket, what: str, ctx: _Context, found: _Findings) -> dict[str, Any]:
+    _, reply = await sock.request(_STATE_FRAME, what)
+    if not isinstance(reply, op.StateReceived):
+        raise _Failed(f"{what} was answered with {_describe(reply)}, expected a state frame")
+    schema = (ctx.schema or {}).get("state")
+    missing = _missing_required(reply.state, _resolve(schema, schema or {}), frozenset())
+    if missing:
+        found.warn(f"state lacks required field(s) {', '.join(missing)} of /schema")
+    return reply.state
+
+
+def _step_frame(action: Mapping[str, Any]) -> str:
+    return op.encode_request(op.StepRequest(action))
+
+
+# -------------------------------------------------------------------------- checks
+
+Check = Callable[[_Context, contextlib.AsyncExitStack, _Findings], Awaitable[None]]
+
+
+async def _get(ctx: _Context, path: str) -> tuple[int, Any]:
+    return await asyncio.to_thread(get_json, ctx.base + path, ctx.timeouts.step)
+
+
+async def _check_health(ctx: _Context, _: contextlib.AsyncExitStack, found: _Findings) -> None:
+    try:
+        status, body = await _get(ctx, "/health")
+    except ConnectError as exc:
+        ctx.reachable = False
+        raise _Failed(f"the server is unreachable: {exc}") from exc
+    except RemoteProtocolError as exc:
+        raise _Failed(f"GET /health: {exc}") from exc
+    if status != 200:
+        found.fail(f"GET /health answered HTTP {status}, expected 200")
+    elif body == {"status": "healthy"}:
+        found.ok('GET /health: 200 {"status": "healthy"}')
+    else:
+        found.warn(f'GET /health: 200 but {_brief(body)}, expected {{"status": "healthy"}}')
+
+
+def _schema_part(schema: Any, name: str) -> str | None:
+    """Why ``schema[name]`` is not an object schema with properties; None if it is."""
+    part = schema.get(name) if isinstance(schema, Mapping) else None
+    if part is None:
+        return f"no {name!r} schema"
+    if not isinstance(part, Mapping):
+        return f"{name!r} is not a JSON schema object"
+    resolved = _resolve(part, part)
+    if not isinstance(resolved, Mapping) or not isinstance(resolved.get("properties"), Mapping):
+        return f"the {name!r} schema has no properties"
+    return None
+
+
+async def _check_schema(ctx: _Context, _: contextlib.AsyncExitStack, found: _Findings) -> None:
+    try:
+        status, body = await _get(ctx, "/schema")
+    except RemoteProtocolError as exc:
+        raise _Failed(f"GET /schema: {exc}") from exc
+    if status != 200:
+        ctx.no_action_reason = f"GET /schema answered HTTP {status}"
+        raise _Failed(f"GET /schema answered HTTP {status}, expected 200 with the JSON schemas")
+    if not isinstance(body, dict):
+        raise _Failed(f"GET /schema: not a JSON object: {_brief(body)}")
+    ctx.schema = body
+    problems = [p for p in (_schema_part(body, n) for n in ("action", "observation", "state")) if p]
+    for problem in problems:
+        found.fail(f"GET /schema: {problem}")
+    if not problems:
+        action_fields, observation, state = (
+            _resolve(body[name], body[name])["properties"]
+            for name in ("action", "observation", "state")
+        )
+        found.ok(
+            f"action ({', '.join(action_fields)}), observation ({len(observation)} fields), "
+            f"state ({len(state)} fields)"
+        )
+    if ctx.action is not None:
+        return
+    if _schema_part(body, "action") is not None:
+        ctx.no_action_reason = "no usable action schema"
+        return
+    action = example_action(_resolve(body["action"], body["action"]))
+    if action is None:
+        ctx.no_action_reason = "cannot make an action from the action schema"
+        found.warn(f"{ctx.no_action_reason}; pass one with --action")
+        return
+    ctx.action, ctx.action_source = action, "made from the action schema"
+    found.info["action"] = action
+
+
+async def _check_metadata(ctx: _Context, _: contextlib.AsyncExitStack, found: _Findings) -> None:
+    try:
+        status, body = await _get(ctx, "/metadata")
+    except RemoteProtocolError as exc:
+        found.warn(f"GET /metadata: {exc}")
+        return
+    if status != 200:
+        found.warn(f"GET /metadata answered HTTP {status} (OpenEnv servers serve it)")
+    elif not isinstance(body, dict):
+        found.warn(f"GET /metadata: not a JSON object: {_brief(body)}")
+    else:
+        shown = ", ".join(f"{k} {body[k]!r}" for k in ("name", "version") if body.get(k))
+        found.ok(f"GET /metadata: 200{f' ({shown})' if shown else ''}")
+        found.info.update({k: body[k] for k in ("name", "version") if body.get(k) is not None})
+
+
+async def _check_session(ctx: _Context, stack: contextlib.AsyncExitStack, found: _Findings) -> None:
+    sock = await _Socket.open(ctx, stack)
+    done: list[str] = []
+    reply = await _observation(
+        sock, op.encode_request(op.ResetRequest({"seed": ctx.seed})), "reset", ctx, found
+    )
+    if isinstance(reply, op.ErrorReceived):
+        raise _Failed(f"reset was answered with {_describe(reply)}")
+    done.append("reset")
+    if ctx.action is None:
+        found.warn(f"step not tried: {ctx.no_action_reason} (pass one with --action)")
+    else:
+        found.info["action"] = ctx.action
+        reply = await _observation(sock, _step_frame(ctx.action), "step", ctx, found)
+        if isinstance(reply, op.ErrorReceived):
+            text = (
+                f"step {ctx.action_text()} ({ctx.action_source}) "
+                f"was answered with {_describe(reply)}"
+            )
+            if ctx.action_source == "the given action":
+                found.fail(text)
+            else:
+                found.warn(f"{text}; pass a valid action with --action")
+        else:
+            done.append(f"step {ctx.action_text()}")
+    await _state(sock, "state", ctx, found)
+    done.append("state")
+    found.ok(f"{', '.join(done)}: well-formed replies")
+
+
+async def _check_errors(ctx: _Context, stack: contextlib.AsyncExitStack, found: _Findings) -> None:
+    sock = await _Socket.open(ctx, stack)
+    extra_action = {**(ctx.action or {}), _EXTRA_FIELD: 1}
+    probes = (
+        ("this is not JSON", "a frame that is not JSON", op.ErrorCode.INVALID_JSON),
+        (
+            '{"type":"openenv_gym_check_unknown"}',
+            "an unknown message type",
+            op.ErrorCode.UNKNOWN_TYPE,
+        ),
+        (
+            _step_frame(extra_action),
+            "a step with an extra action field",
+            op.ErrorCode.VALIDATION_ERROR,
+        ),
+    )
+    codes: list[str] = []
+    for frame, what, expected in probes:
+        try:
+            _, reply = await sock.request(frame, what)
+        except ConnectionLostError as exc:
+            raise _Failed(f"{exc}; the session must survive {expected}") from exc
+        if isinstance(reply, op.ErrorReceived) and reply.code == expected:
+            codes.append(expected)
+        elif isinstance(reply, op.ErrorReceived):
+            found.fail(f"{what} was answered with {reply.code}, expected {expected}")
+            if reply.ends_session:
+                raise _Failed(f"the server ended the session after {what}")
+        elif (
+            isinstance(reply, op.ObservationReceived) and expected is op.ErrorCode.VALIDATION_ERROR
+        ):
+            action_schema = (ctx.schema or {}).get("action")
+            forbids = (
+                isinstance(action_schema, Mapping)
+                and (_resolve(action_schema, action_schema) or {}).get("additionalProperties")
+                is False
+            )
+            text = f"{what} was accepted (an observation), expected {expected}"
+            (found.fail if forbids else found.warn)(
+                text + (" although the action schema forbids extra fields" if forbids else "")
+            )
+        else:
+            found.fail(f"{what} was answered with {_describe(reply)}, expected {expected}")
+    try:
+        await _state(sock, "state after the bad frames", ctx, found)
+    except ConnectionLostError as exc:
+        raise _Failed(f"{exc}: error replies must keep the session") from exc
+    if codes:
+        found.ok(f"{', '.join(codes)}, session kept (state still answered)")
+    else:
+        found.ok("session kept (state still answered)")
+
+
+async def _accepts(sock: _Socket, what: str) -> op.ErrorReceived | None:
+    """Whether a fresh session is live: None if so, else its session-ending error."""
+    _, reply = await sock.request(_STATE_FRAME, what)
+    if isinstance(reply, op.ErrorReceived) and reply.ends_session:
+        return reply
+    return None
+
+
+async def _server_closes(sock: _Socket, wait: float) -> bool:
+    try:
+        async with asyncio.timeout(wait):
+            await sock.ws.wait_closed()
+    except TimeoutError:
+        return False
+    return True
+
+
+async def _check_capacity(
+    ctx: _Context, stack: contextlib.AsyncExitStack, found: _Findings
+) -> None:
+    bound = ctx.max_sessions
+    live: list[_Socket] = []
+    refused: op.ErrorReceived | None = None
+    async with contextlib.AsyncExitStack() as sessions:
+        for number in range(1, bound + 1):
+            try:
+                sock = await _Socket.open(ctx, sessions)
+            except ConnectError as exc:
+                found.warn(
+                    f"session {number} was refused at connect ({exc}), not with CAPACITY_REACHED"
+                )
+                break
+            what = f"state on session {number}"
+            try:
+                refused = await _accepts(sock, what)
+            except ConnectionLostError as exc:
+                raise _Failed(f"{exc}; a server at capacity sends CAPACITY_REACHED first") from exc
+            if refused is None:
+                live.append(sock)
+                continue
+            if refused.code != op.ErrorCode.CAPACITY_REACHED:
+                raise _Failed(f"session {number} was ended with {_describe(refused)}")
+            if not await _server_closes(sock, ctx.close_wait):
+                found.warn(
+                    f"the server kept the socket of session {number} open after CAPACITY_REACHED"
+                )
+            break
+        # close them all, politely, before asking whether the slots come back
+        await asyncio.gather(*(s.aclose() for s in live))
+    if refused is None and len(live) == bound:
+        found.info["capacity_at_least"] = bound
+        found.ok(f"at least {bound} sessions open at once (the bound of this check)")
+        return
+    if not live:
+        why = _describe(refused) if refused is not None else "see above"
+        raise _Failed(f"the server refused the first session: {why}")
+    found.info["capacity"] = len(live)
+    shown = ""
+    if refused is not None:
+        maximum = refused.details.get("max_sessions")
+        limit = f", max_sessions {maximum}" if maximum is not None else ""
+        shown = f" (CAPACITY_REACHED on session {len(live) + 1}{limit})"
+    found.ok(f"capacity {len(live)} session{'s' if len(live) != 1 else ''}{shown}")
+    # the slots must be freed by close
+    deadline = time.monotonic() + ctx.close_wait
+    while True:
+        async with contextlib.AsyncExitStack() as again:
+            sock = await _Socket.open(ctx, again)
+            still = await _accepts(sock, "state on a session after closing the others")
+        if still is None:
+            found.ok("sessions are freed by close")
+            return
+        if time.monotonic() > deadline:
+            raise _Failed(
+                f"after closing every session the server still refuses one: {_describe(still)}"
+            )
+        await asyncio.sleep(0.1)
+
+
+def _first_difference(a: Any, b: Any, path: str = "") -> str:
+    if isinstance(a, dict) and isinstance(b, dict):
+        for key in [*a, *(k for k in b if k not in a)]:
+            if a.get(key, _NO) != b.get(key, _NO):
+                return _first_difference(a.get(key), b.get(key), f"{path}.{key}" if path else key)
+    return path or "(the whole observation)"
+
+
+async def _check_seed(ctx: _Context, stack: contextlib.AsyncExitStack, found: _Findings) -> None:
+    sock = await _Socket.open(ctx, stack)
+    reset = op.encode_request(op.ResetRequest({"seed": ctx.seed}))
+    replies: list[op.ObservationReceived] = []
+    for what in ("first reset", "second reset"):
+        reply = await _observation(sock, reset, what, ctx, found)
+        if isinstance(reply, op.ErrorReceived):
+            raise _Failed(f"{what} was answered with {_describe(reply)}")
+        replies.append(reply)
+    first, second = (
+        ({k: v for k, v in r.observation.items() if k != "metadata"}, r.reward, r.done)
+        for r in replies
+    )
+    if first == second:
+        found.ok(f"reset(seed={ctx.seed}) twice gave the same observation")
+        found.info["deterministic"] = True
+    else:
+        found.info["deterministic"] = False
+        where = (
+            _first_difference(first[0], second[0]) if first[0] != second[0] else "reward or done"
+        )
+        found.warn(
+            f"reset(seed={ctx.seed}) twice gave different observations (first difference: "
+            f"{where}); seeding is not reproducible (allowed by OpenEnv)"
+        )
+
+
+async def _check_close(ctx: _Context, stack: contextlib.AsyncExitStack, found: _Findings) -> None:
+    sock = await _Socket.open(ctx, stack)
+    await sock.send(_CLOSE_FRAME)
+    started = time.monotonic()
+    frames: list[Any] = []
+    try:
+        async with asyncio.timeout(ctx.close_wait):
+            while True:
+                frames.append(await sock.ws.recv())
+    except ConnectionClosed:
+        pass
+    except TimeoutError:
+        raise _Failed(
+            f'the server did not close the socket within {ctx.close_wait} s of {{"type":"close"}} '
+            "(it ignores close: its sessions stay open until the client disconnects)"
+        ) from None
+    elapsed = time.monotonic() - started
+    if frames:
+        found.warn(f"the server sent {len(frames)} frame(s) after close: {_brief(frames[0])}")
+    received = sock.ws.protocol.close_rcvd
+    if received is None:
+        found.warn("the server dropped the connection without a close frame (expected code 1000)")
+    elif received.code != 1000:
+        found.warn(f"the server closed with code {received.code}, expected 1000")
+    else:
+        found.ok(f"the server closed the socket with code 1000 after {elapsed * 1000:.1f} ms")
+    found.info["close_code"] = received.code if received is not None else 1006
+
+
+async def _check_batch(ctx: _Context, stack: contextlib.AsyncExitStack, found: _Findings) -> None:
+    try:
+        conn = await BatchConnection.connect(ctx.base, ctx.timeouts)
+    except BatchUnsupportedError as exc:
+        found.add(Status.SKIP, f"not offered ({exc})")
+        return
+    stack.push_async_callback(conn.aclose)
+    hello = conn.server_info
+    assert hello is not None
+    found.info.update(server=hello.server, env=hello.env, max_slots=hello.max_slots)
+    slots = [0, 1]
+
+    def slot_errors(reply: bp.BatchReplyReceived, what: str, *, lenient: bool = False) -> bool:
+        for slot, error in sorted(reply.errors.items()):
+            text = f"{what}: slot {slot}: {error.code} ({error.message!r})"
+            if lenient:
+                found.warn(f"{text}; pass a valid action with --action")
+            else:
+                raise _Failed(text)
+        return not reply.errors
+
+    slot_errors(await conn.call(bp.Op.OPEN, slots), "open")
+    slot_errors(await conn.call(bp.Op.RESET, slots, [{"seed": ctx.seed}] * 2), "reset")
+    done = ["open", "reset"]
+    if ctx.action is None:
+        found.warn(f"step not tried: {ctx.no_action_reason}")
+    else:
+        lenient = ctx.action_source != "the given action"
+        if slot_errors(
+            await conn.call(bp.Op.STEP, slots, [ctx.action] * 2), "step", lenient=lenient
+        ):
+            done.append("step")
+    slot_errors(await conn.call(bp.Op.STATE, slots), "state")
+    slot_errors(await conn.call(bp.Op.CLOSE, slots), "close")
+    done += ["state", "close"]
+    found.ok(
+        f"{hello.server} serving {hello.env!r} (max_slots {hello.max_slots}): 2 slots, "
+        f"{', '.join(done)} answered"
+    )
+
+
+_CHECKS: tuple[tuple[str, Check], ...] = (
+    ("health", _check_health),
+    ("schema", _check_schema),
+    ("metadata", _check_metadata),
+    ("session", _check_session),
+    ("errors", _check_errors),
+    ("capacity", _check_capacity),
+    ("seed", _check_seed),
+    ("close", _check_close),
+    ("batch", _check_batch),
+)
+
+CHECK_NAMES: tuple[str, ...] = tuple(name for name, _ in _CHECKS)
+"""The checks, in the order they run."""
+
+
+def _error_text(exc: BaseException) -> str:
+    if isinstance(exc, _Failed | OpenEnvGymError):
+        return str(exc)
+    return f"{type(exc).__name__}: {exc}"
+
+
+async def _run_one(name: str, check: Check, ctx: _Context, budget: float) -> CheckResult:
+    found = _Findings()
+    try:
+        async with contextlib.AsyncExitStack() as stack:
+            try:
+                async with asyncio.timeout(budget):
+                    await check(ctx, stack, found)
+            except TimeoutError as exc:
+                if isinstance(exc, OpenEnvGymError):
+                    raise
+                raise _Failed(f"the check did not finish within {budget} s") from None
+    except Exception as exc:
+        found.fail(_error_text(exc))
+    return found.result(name)
+
+
+async def _run(ctx: _Context, budget: float) -> CheckReport:
+    results: list[CheckResult] = []
+    for name, check in _CHECKS:
+        if not ctx.reachable:
+            results.append(CheckResult(name, Status.SKIP, "the server is unreachable"))
+            continue
+        results.append(await _run_one(name, check, ctx, budget))
+    return CheckReport(ctx.base, tuple(results))
+
+
+def check_server(
+    url: str,
+    *,
+    timeouts: Timeouts | None = None,
+    seed: int = 1,
+    action: Mapping[str, Any] | None = None,
+    max_sessions: int = 16,
+    check_timeout: float = 60.0,
+) -> CheckReport:
+    """Check that the server at ``url`` speaks OpenEnv's protocols as specified.
+
+    Args:
+        url: Base URL (``http(s)://host:port[/prefix]``, ``ws(s)://`` or ``host:port``).
+        timeouts: ``connect`` and ``step`` (each reply) and ``close`` (the wait for a
+            closed socket); default :data:`DEFAULT_TIMEOUTS`. ``None`` fields take the
+            default's value: the check never waits forever.
+        seed: Passed to every ``reset``.
+        action: A valid action (the fields of the env's action model); default: made
+            from the action schema by :func:`example_action`.
+        max_sessions: Most sessions the capacity check opens at once.
+        check_timeout: Seconds each check may take in all.
+
+    Returns:
+        The report; :attr:`CheckReport.ok` is false when any check failed.
+
+    Raises:
+        ConfigurationError: An argument is invalid. (Everything the server does is reported,
+            not raised.)
+    """
+    base = DEFAULT_TIMEOUTS if timeouts is None else timeouts
+    base = replace(
+        base,
+        **{
+            name: getattr(DEFAULT_TIMEOUTS, name)
+            for name in ("connect", "step", "close")
+            if getattr(base, name) is None
+        },
+    )
+    if action is not None and not isinstance(action, Mapping):
+        raise ConfigurationError(f"action must be a JSON object, got {_brief(action)}")
+    if isinstance(max_sessions, bool) or not isinstance(max_sessions, int) or max_sessions < 1:
+        raise ConfigurationError(f"max_sessions must be a positive integer, got {max_sessions!r}")
+    if isinstance(seed, bool) or not isinstance(seed, int):
+        raise ConfigurationError(f"seed must be an integer, got {seed!r}")
+    if not check_timeout > 0:
+        raise ConfigurationError(f"check_timeout must be > 0, got {check_timeout!r}")
+    ctx = _Context(
+        base=http_base(url),
+        timeouts=base,
+        seed=seed,
+        max_sessions=max_sessions,
+        action=dict(action) if action is not None else None,
+        action_source="the given action" if action is not None else "",
+    )
+    return loop.run(_run(ctx, check_timeout))
