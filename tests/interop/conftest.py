@@ -1,0 +1,110 @@
+"""Fixtures of tests/interop (marker ``openenv``): real OpenEnv apps and our servers.
+
+These tests need an OpenEnv line installed (``openenv`` 0.10.x or ``openenv-core`` 0.3.0):
+``scripts/test`` builds ``.venv-openenv`` and ``.venv-openenv03`` for them and fails if any
+test is skipped there. In a venv without openenv (the main ``.venv``) nothing in this
+directory is collected at all -- the main run deselects the marker, and the modules import
+openenv -- so that run reports no skips either.
+
+Every server is a subprocess (see :mod:`interop_support`): ``*_app`` fixtures serve an app
+made by OpenEnv's own factory under uvicorn, ``*_server`` fixtures run
+``python -m openenv_gym serve``. The ``shared_*`` factories keep one server per argument
+set for the whole session (tests must leave them as they found them: every session they
+open is closed); the ``fresh_*`` factories start a server for one test (capacity, factory
+errors). No server outlives its fixture, and no test leaves a child process behind.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib.util
+from collections.abc import Callable, Iterator
+
+import psutil
+import pytest
+from interop_support import Server, start_openenv_app, start_our_server
+
+if importlib.util.find_spec("openenv") is None:
+    collect_ignore_glob = ["*.py"]
+
+_SHARED_PIDS: set[int] = set()
+
+
+def _children() -> set[int]:
+    return {p.pid for p in psutil.Process().children(recursive=True)}
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _no_orphans_at_exit() -> Iterator[None]:
+    """Set up before, so torn down after, the shared servers: then nothing may be left."""
+    yield
+    assert not _children(), "child processes outlived the session"
+
+
+@pytest.fixture(autouse=True)
+def _no_orphans() -> Iterator[None]:
+    """No test may leave a child process behind (the shared servers excepted)."""
+    before = _children()
+    yield
+    left = _children() - before - _SHARED_PIDS
+    assert not left, f"child processes left behind: {sorted(left)}"
+
+
+@contextlib.contextmanager
+def _shared(start: Callable[..., Server]) -> Iterator[Callable[..., Server]]:
+    servers: dict[tuple[object, ...], Server] = {}
+
+    def get(*args: str, **kwargs: object) -> Server:
+        key = (*args, *sorted(kwargs.items()))
+        if key not in servers:
+            server = servers[key] = start(*args, **kwargs)
+            _SHARED_PIDS.add(server.proc.pid)
+        return servers[key]
+
+    try:
+        yield get
+    finally:
+        for server in servers.values():  # all shut down in parallel
+            server.signal_stop()
+        for server in servers.values():
+            server.stop()
+
+
+@contextlib.contextmanager
+def _fresh(start: Callable[..., Server]) -> Iterator[Callable[..., Server]]:
+    with contextlib.ExitStack() as stack:
+
+        def get(*args: str, **kwargs: object) -> Server:
+            server = start(*args, **kwargs)
+            stack.callback(server.stop)
+            return server
+
+        yield get
+
+
+@pytest.fixture(scope="session")
+def shared_app() -> Iterator[Callable[..., Server]]:
+    """``shared_app(name, factory="create_app", max_concurrent_envs=8)``: one per session."""
+    with _shared(start_openenv_app) as get:
+        yield get
+
+
+@pytest.fixture
+def fresh_app() -> Iterator[Callable[..., Server]]:
+    """``fresh_app(name, factory=..., max_concurrent_envs=...)``: stopped after the test."""
+    with _fresh(start_openenv_app) as get:
+        yield get
+
+
+@pytest.fixture(scope="session")
+def shared_server() -> Iterator[Callable[..., Server]]:
+    """``shared_server(*serve_args)``: ``openenv-gym serve``, one per session."""
+    with _shared(start_our_server) as get:
+        yield get
+
+
+@pytest.fixture
+def fresh_server() -> Iterator[Callable[..., Server]]:
+    """``fresh_server(*serve_args)``: ``openenv-gym serve``, stopped after the test."""
+    with _fresh(start_our_server) as get:
+        yield get
