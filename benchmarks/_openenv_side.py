@@ -33,6 +33,8 @@ from typing import Any
 
 from _harness import ActionPlan, run_async_worker, watch_stdin_then
 
+from openenv_gym.server.openenv_app import as_openenv_environment as adapt
+
 __all__ = ["adapt"]
 
 CONNECT_CHUNK = 64
@@ -53,36 +55,6 @@ def _our_env(name: str) -> tuple[type, type, type, type]:
     )
 
     return WordleEnvironment, WordleAction, WordleObservation, WordleState
-
-
-def adapt(inner_cls: type) -> type:
-    """An OpenEnv ``Environment`` subclass delegating to a new ``inner_cls()`` per session."""
-    from openenv.core.env_server.interfaces import Environment
-
-    class Adapter(Environment):  # type: ignore[misc, type-arg]
-        SUPPORTS_CONCURRENT_SESSIONS = True
-
-        def __init__(self) -> None:
-            super().__init__()
-            self._inner = inner_cls()
-
-        def reset(
-            self, seed: int | None = None, episode_id: str | None = None, **kwargs: Any
-        ) -> Any:
-            return self._inner.reset(seed=seed, episode_id=episode_id, **kwargs)
-
-        def step(self, action: Any, timeout_s: float | None = None, **kwargs: Any) -> Any:
-            return self._inner.step(action)
-
-        @property
-        def state(self) -> Any:
-            return self._inner.state
-
-        def close(self) -> None:
-            self._inner.close()
-
-    Adapter.__name__ = Adapter.__qualname__ = f"OpenEnvAdapter[{inner_cls.__name__}]"
-    return Adapter
 
 
 def serve(args: argparse.Namespace) -> None:

@@ -34,37 +34,9 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
+from openenv_gym.server.openenv_app import as_openenv_environment as adapt
+
 __all__ = ["APPS", "adapt", "build_app", "main"]
-
-
-def adapt(inner_cls: type) -> type:
-    """A subclass of OpenEnv's ``Environment`` delegating to a new ``inner_cls()``."""
-    from openenv.core.env_server.interfaces import Environment
-
-    class Adapter(Environment):  # type: ignore[misc, type-arg]
-        SUPPORTS_CONCURRENT_SESSIONS = True
-
-        def __init__(self) -> None:
-            super().__init__()
-            self._inner = inner_cls()
-
-        def reset(
-            self, seed: int | None = None, episode_id: str | None = None, **kwargs: Any
-        ) -> Any:
-            return self._inner.reset(seed=seed, episode_id=episode_id, **kwargs)
-
-        def step(self, action: Any, timeout_s: float | None = None, **kwargs: Any) -> Any:
-            return self._inner.step(action)
-
-        @property
-        def state(self) -> Any:
-            return self._inner.state
-
-        def close(self) -> None:
-            self._inner.close()
-
-    Adapter.__name__ = Adapter.__qualname__ = f"OpenEnvAdapter[{inner_cls.__name__}]"
-    return Adapter
 
 
 def _counter() -> tuple[Callable[[], Any], type, type, type]:
