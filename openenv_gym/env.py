@@ -29,9 +29,28 @@ from openenv_gym.providers import Provider, make_provider
 from openenv_gym.spaces import GENERIC, Codec, FieldSpaces, codec_for, codec_from_schema
 from openenv_gym.transport.session import Session, StepReply, open_session
 
-__all__ = ["OpenEnvEnv", "choose_codec", "fetch_schema", "local_server", "reply_info"]
+__all__ = [
+    "OpenEnvEnv",
+    "check_episode_args",
+    "choose_codec",
+    "fetch_schema",
+    "local_server",
+    "reply_info",
+]
 
 logger = logging.getLogger("openenv_gym.env")
+
+
+def check_episode_args(max_episode_steps: int | None, render_mode: str | None) -> None:
+    """Validate the arguments the single and the vector env share.
+
+    Raises:
+        ConfigurationError: ``max_episode_steps`` < 1, or a render mode other than ansi.
+    """
+    if max_episode_steps is not None and max_episode_steps < 1:
+        raise ConfigurationError(f"max_episode_steps must be >= 1, got {max_episode_steps}")
+    if render_mode not in (None, "ansi"):
+        raise ConfigurationError(f"render_mode must be None or 'ansi', got {render_mode!r}")
 
 
 def reply_info(reply: StepReply, observed: str | Collection[str] | None = None) -> dict[str, Any]:
@@ -182,10 +201,7 @@ class OpenEnvEnv(gymnasium.Env[Any, Any]):
         action_fields: FieldSpaces | None = None,
         observation_fields: FieldSpaces | None = None,
     ) -> None:
-        if render_mode is not None and render_mode not in self.metadata["render_modes"]:
-            raise ConfigurationError(f"render_mode must be None or 'ansi', got {render_mode!r}")
-        if max_episode_steps is not None and max_episode_steps < 1:
-            raise ConfigurationError(f"max_episode_steps must be >= 1, got {max_episode_steps}")
+        check_episode_args(max_episode_steps, render_mode)
         chosen = choose_codec(env, codec, action_fields, observation_fields)
         name = local_server(chosen, server, provider, base_url)
         self.render_mode = render_mode

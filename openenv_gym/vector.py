@@ -33,7 +33,7 @@ from gymnasium.vector import AutoresetMode, VectorEnv
 from gymnasium.vector.utils import batch_space, concatenate, create_empty_array, iterate
 
 from openenv_gym.config import Timeouts
-from openenv_gym.env import choose_codec, fetch_schema, local_server, reply_info
+from openenv_gym.env import check_episode_args, choose_codec, fetch_schema, local_server, reply_info
 from openenv_gym.exceptions import (
     ConfigurationError,
     EnvErrorGroup,
@@ -119,10 +119,7 @@ class OpenEnvVectorEnv(VectorEnv[Any, Any, Any]):
     ) -> None:
         if isinstance(num_envs, bool) or not isinstance(num_envs, int) or num_envs < 1:
             raise ConfigurationError(f"num_envs must be a positive integer, got {num_envs!r}")
-        if max_episode_steps is not None and max_episode_steps < 1:
-            raise ConfigurationError(f"max_episode_steps must be >= 1, got {max_episode_steps}")
-        if render_mode not in (None, "ansi"):
-            raise ConfigurationError(f"render_mode must be None or 'ansi', got {render_mode!r}")
+        check_episode_args(max_episode_steps, render_mode)
         try:
             mode = AutoresetMode(autoreset_mode)
         except ValueError:
