@@ -14,16 +14,12 @@ from collections.abc import Mapping
 from typing import Any, Literal
 
 from openenv_gym.config import Timeouts, env_str
-from openenv_gym.exceptions import ConfigurationError, OpenEnvGymError, UsageError
+from openenv_gym.exceptions import ConfigurationError, EnvErrorGroup, OpenEnvGymError, UsageError
 from openenv_gym.protocol import batch as bp
 from openenv_gym.protocol.openenv import ObservationReceived
 from openenv_gym.transport import loop
-from openenv_gym.transport.connection import (
-    BatchConnection,
-    BatchUnsupportedError,
-    JsonSession,
-    slot_error,
-)
+from openenv_gym.transport.connection import BatchConnection, JsonSession, slot_error
+from openenv_gym.transport.shards import BatchShard, JsonShard, connect_shard
 
 __all__ = ["Protocol", "Session", "StepReply", "open_session", "resolve_protocol"]
 
@@ -105,23 +101,15 @@ class _BatchSlot:
 async def _connect(
     base_url: str, protocol: Protocol, timeouts: Timeouts, headers: Mapping[str, str] | None
 ) -> JsonSession | _BatchSlot:
-    if protocol != "json":
-        try:
-            conn = await BatchConnection.connect(base_url, timeouts, headers)
-        except BatchUnsupportedError:
-            if protocol == "batch":
-                raise
-            logger.info("%s does not speak the batched protocol; using OpenEnv /ws", base_url)
-        else:
-            try:
-                reply = await conn.call(bp.Op.OPEN, [0])
-                if 0 in reply.errors:
-                    raise slot_error(reply.errors[0])
-            except BaseException:
-                await conn.aclose()
-                raise
-            return _BatchSlot(conn, 0)
-    return await JsonSession.connect(base_url, timeouts, headers)
+    """Discover the protocol and open one session: the vector env's path, for one env."""
+    try:
+        shard = await connect_shard(base_url, [0], protocol, timeouts, headers)
+    except EnvErrorGroup as group:  # one session: raise its own error, cause kept
+        raise group.errors[0]  # noqa: B904 - ``from`` would replace its own __cause__
+    if isinstance(shard, BatchShard):
+        return _BatchSlot(shard.conn, 0)
+    assert isinstance(shard, JsonShard)
+    return shard.sessions[0]
 
 
 class Session:

@@ -26,7 +26,7 @@ from openenv_gym.transport.connection import (
     slot_error,
 )
 
-__all__ = ["BatchShard", "JsonShard", "Shard", "connect_shards", "split_evenly"]
+__all__ = ["BatchShard", "JsonShard", "Shard", "connect_shard", "connect_shards", "split_evenly"]
 
 logger = logging.getLogger("openenv_gym.transport")
 
@@ -211,13 +211,19 @@ def split_evenly(n: int, k: int) -> list[list[int]]:
     return runs
 
 
-async def _connect_one(
+async def connect_shard(
     url: str,
     indices: list[int],
     protocol: str,
     timeouts: Timeouts,
     headers: Mapping[str, str] | None,
 ) -> Shard:
+    """Connect the sub-envs ``indices`` on one server: batched if offered, else JSON.
+
+    Raises:
+        BatchUnsupportedError: ``protocol="batch"`` and the server does not speak it.
+        EnvErrorGroup: Some sessions could not be opened (the others are closed).
+    """
     if protocol != "json":
         try:
             conn = await BatchConnection.connect(url, timeouts, headers)
@@ -266,7 +272,7 @@ async def connect_shards(
     runs = split_evenly(num_envs, k)
     outcomes = await asyncio.gather(
         *(
-            _connect_one(url, run, protocol, timeouts, headers)
+            connect_shard(url, run, protocol, timeouts, headers)
             for url, run in zip(urls, runs, strict=False)
         ),
         return_exceptions=True,
