@@ -72,6 +72,33 @@ def _parser() -> argparse.ArgumentParser:
         "--check-timeout", type=float, default=60.0, help="seconds each check may take in all"
     )
     check.add_argument("--log-level", default="WARNING")
+    images = sub.add_parser("images", help="Docker images of the servers we ship")
+    images_sub = images.add_subparsers(dest="images_command", required=True)
+    build = images_sub.add_parser(
+        "build",
+        help="build the wheelhouse and one image per server (docker SDK)",
+        description="pip wheel the project into the wheelhouse, then build "
+        "openenv-gym/NAME:VERSION from servers/Dockerfile for each NAME.",
+    )
+    build.add_argument("names", nargs="*", help="wordle, echo, catch (default: all)")
+    build.add_argument("--base-image", help="FROM image (default: python:3.11-slim)")
+    build.add_argument(
+        "--wheelhouse",
+        default="build/wheelhouse",
+        help="wheel directory (default build/wheelhouse)",
+    )
+    build.add_argument(
+        "--no-wheels", action="store_true", help="reuse the wheelhouse as it is (no pip wheel)"
+    )
+    build.add_argument("--log-level", default="INFO")
+    gc = sub.add_parser(
+        "gc",
+        help="remove leftover containers of the docker provider",
+        description="Remove containers labelled openenv-gym.managed=1 whose owner process "
+        "is gone (e.g. a client killed with SIGKILL).",
+    )
+    gc.add_argument("--all", action="store_true", help="remove every labelled container")
+    gc.add_argument("--log-level", default="WARNING")
     return parser
 
 
@@ -152,6 +179,29 @@ def _check(args: argparse.Namespace) -> int:
     return 0 if report.ok else 1
 
 
+def _images(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from openenv_gym.images import SERVERS, build_images
+
+    tags = build_images(
+        args.names or SERVERS,
+        base_image=args.base_image,
+        wheelhouse=Path(args.wheelhouse),
+        wheels=not args.no_wheels,
+    )
+    sys.stdout.write("".join(f"{tag}\n" for tag in tags))
+    return 0
+
+
+def _gc(args: argparse.Namespace) -> int:
+    from openenv_gym.providers.docker import gc
+
+    removed = gc(everything=args.all)
+    sys.stdout.write("".join(f"removed {cid[:12]}\n" for cid in removed))
+    return 0
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line; returns the exit status."""
     args = _parser().parse_args(argv)
@@ -159,6 +209,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         if args.command == "check":
             return _check(args)
+        if args.command == "images":
+            return _images(args)
+        if args.command == "gc":
+            return _gc(args)
         if args.command == "serve":
             if not env_flag("OPENENV_GYM_NO_UVLOOP"):
                 with contextlib.suppress(ImportError):

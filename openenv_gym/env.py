@@ -164,7 +164,8 @@ class OpenEnvEnv(gymnasium.Env[Any, Any]):
             the server the local provider starts), or ``"generic"``: any OpenEnv server,
             with spaces built from its ``GET /schema`` (``docs/spaces.md``).
         base_url: An existing server (a Space, a container). Default: start a local one.
-        provider: ``"local"``, ``"url"`` or a :class:`~openenv_gym.providers.Provider`.
+        provider: ``"local"``, ``"docker"``, ``"url"`` or a
+            :class:`~openenv_gym.providers.Provider`.
         protocol: ``"auto"`` (batched if the server offers it, else JSON), ``"batch"``,
             ``"json"``.
         timeouts: :class:`~openenv_gym.config.Timeouts` or a mapping of its fields.

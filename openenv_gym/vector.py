@@ -73,9 +73,13 @@ class OpenEnvVectorEnv(VectorEnv[Any, Any, Any]):
         num_envs: Number of sub-environments N.
         base_url: One server URL or a list (sub-envs are spread over them in order).
             Default: start local server processes.
-        provider: ``"local"``, ``"url"`` or a :class:`~openenv_gym.providers.Provider`.
-        num_servers: Local server processes K (default 1, or from ``envs_per_server``).
-        envs_per_server: Sub-envs per local server; K = ceil(N / envs_per_server).
+        provider: ``"local"``, ``"docker"``, ``"url"`` or a
+            :class:`~openenv_gym.providers.Provider`.
+        num_servers: Server processes K, local or one per container (default 1, or from
+            ``envs_per_server``).
+        envs_per_server: Sub-envs per server; K = ceil(N / envs_per_server).
+        envs_per_container: Another name for ``envs_per_server`` (with ``provider="docker"``
+            each container runs one server).
         protocol: ``"auto"`` (batched where offered, else JSON ``/ws``), ``"batch"``, ``"json"``.
         timeouts: :class:`~openenv_gym.config.Timeouts` or a mapping of its fields.
         max_episode_steps: Truncate episodes after this many steps.
@@ -104,6 +108,7 @@ class OpenEnvVectorEnv(VectorEnv[Any, Any, Any]):
         provider: str | Provider | None = None,
         num_servers: int | None = None,
         envs_per_server: int | None = None,
+        envs_per_container: int | None = None,
         protocol: str | None = None,
         timeouts: Timeouts | Mapping[str, float | None] | None = None,
         max_episode_steps: int | None = None,
@@ -140,6 +145,10 @@ class OpenEnvVectorEnv(VectorEnv[Any, Any, Any]):
             if isinstance(timeouts, Timeouts)
             else Timeouts.from_env(**dict(timeouts or {}))
         )
+        if envs_per_container is not None:
+            if envs_per_server is not None:
+                raise ConfigurationError("give envs_per_server or envs_per_container, not both")
+            envs_per_server = envs_per_container
         servers = self._count_servers(num_envs, num_servers, envs_per_server, base_url)
         self._provider = make_provider(
             name, provider=provider, base_url=base_url, num_servers=servers

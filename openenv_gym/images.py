@@ -1,0 +1,133 @@
+"""``openenv-gym images build``: the wheelhouse and the Docker images of our servers.
+
+The wheelhouse (``pip wheel`` of the project and its dependencies, on the host) is the only
+source of packages inside ``docker build``, which never reaches a package index. The image
+is ``servers/Dockerfile`` (shipped as ``openenv_gym_servers/Dockerfile``) built once per
+server with ``--build-arg SERVER=NAME``, tagged :func:`~openenv_gym.providers.docker.image_name`.
+"""
+
+from __future__ import annotations
+
+import io
+import logging
+import subprocess
+import sys
+import tarfile
+from collections.abc import Sequence
+from importlib import resources
+from pathlib import Path
+
+from openenv_gym._version import __version__
+from openenv_gym.exceptions import ConfigurationError, ProviderError
+from openenv_gym.providers.docker import docker_client, image_name
+
+__all__ = ["SERVERS", "build_images", "build_wheelhouse"]
+
+logger = logging.getLogger("openenv_gym.images")
+
+SERVERS = ("wordle", "echo", "catch")
+"""The servers an image is built for by default."""
+
+
+def _source_dir() -> Path | None:
+    """The source tree of this checkout (an editable install), if there is one."""
+    root = Path(__file__).resolve().parent.parent
+    pyproject = root / "pyproject.toml"
+    if pyproject.is_file() and 'name = "openenv-gym"' in pyproject.read_text("utf-8"):
+        return root
+    return None
+
+
+def build_wheelhouse(
+    wheelhouse: Path, *, source: str | None = None, extra: Sequence[str] = ()
+) -> Path:
+    """``pip wheel`` openenv-gym and its dependencies into ``wheelhouse``.
+
+    Args:
+        wheelhouse: The directory to fill (created if missing).
+        source: What to build: a source tree or a requirement (default: this checkout if
+            installed from one, else ``openenv-gym==<this version>``).
+        extra: More requirements to put in the wheelhouse.
+
+    Raises:
+        ProviderError: pip failed.
+    """
+    wheelhouse.mkdir(parents=True, exist_ok=True)
+    if source is None:
+        tree = _source_dir()
+        source = str(tree) if tree is not None else f"openenv-gym=={__version__}"
+    command = [
+        sys.executable, "-m", "pip", "wheel", "--quiet", "--disable-pip-version-check",
+        "--wheel-dir", str(wheelhouse), source, *extra,
+    ]  # fmt: skip
+    logger.info("building the wheelhouse: %s", " ".join(command))
+    result = subprocess.run(command, capture_output=True, text=True, check=False)
+    if result.returncode != 0:
+        raise ProviderError(f"pip wheel failed ({result.returncode}):\n{result.stderr[-2000:]}")
+    return wheelhouse
+
+
+def _context(wheelhouse: Path, dockerfile: bytes) -> io.BytesIO:
+    """A build context tar: the Dockerfile and ``build/wheelhouse`` only."""
+    buffer = io.BytesIO()
+    with tarfile.open(fileobj=buffer, mode="w") as tar:
+        info = tarfile.TarInfo("Dockerfile")
+        info.size = len(dockerfile)
+        info.mode = 0o644
+        tar.addfile(info, io.BytesIO(dockerfile))
+        tar.add(str(wheelhouse), arcname="build/wheelhouse")
+    buffer.seek(0)
+    return buffer
+
+
+def build_images(
+    names: Sequence[str] = SERVERS,
+    *,
+    base_image: str | None = None,
+    wheelhouse: Path = Path("build/wheelhouse"),
+    wheels: bool = True,
+) -> list[str]:
+    """Build the wheelhouse (unless ``wheels=False``), then one image per server.
+
+    Returns:
+        The tags built, e.g. ``["openenv-gym/wordle:0.1.0"]``.
+
+    Raises:
+        ConfigurationError: An unknown server name.
+        ProviderError: No docker package or engine, pip or the build failed.
+    """
+    unknown = [n for n in names if n not in SERVERS]
+    if unknown:
+        raise ConfigurationError(f"no image for {unknown}: choose from {', '.join(SERVERS)}")
+    client = docker_client()
+    import docker
+
+    if wheels:
+        build_wheelhouse(wheelhouse)
+    if not any(wheelhouse.glob("openenv_gym-*.whl")):
+        raise ProviderError(f"no openenv-gym wheel in {wheelhouse}: build the wheelhouse first")
+    dockerfile = (resources.files("openenv_gym_servers") / "Dockerfile").read_bytes()
+    tags = []
+    for name in names:
+        tag = image_name(name)
+        buildargs = {"SERVER": name}
+        if base_image:
+            buildargs["BASE_IMAGE"] = base_image
+        logger.info("building %s", tag)
+        try:
+            client.images.build(
+                fileobj=_context(wheelhouse, dockerfile),
+                custom_context=True,
+                tag=tag,
+                buildargs=buildargs,
+                rm=True,
+                forcerm=True,
+                labels={"openenv-gym.server": name, "openenv-gym.version": __version__},
+            )
+        except docker.errors.BuildError as exc:
+            log = "".join(str(chunk.get("stream", "")) for chunk in exc.build_log)[-3000:]
+            raise ProviderError(f"building {tag} failed: {exc}\n{log}") from exc
+        except docker.errors.DockerException as exc:
+            raise ProviderError(f"building {tag} failed: {exc}") from exc
+        tags.append(tag)
+    return tags

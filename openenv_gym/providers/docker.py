@@ -1,0 +1,313 @@
+"""Servers in Docker containers: K containers, each ONE server process hosting many envs.
+
+Each container is published on a random port of **127.0.0.1 only**, and labelled
+``openenv-gym.managed=1`` plus ``openenv-gym.owner=<pid>`` (and ``openenv-gym.host``).
+Containers are removed on ``close()``, when the provider is garbage collected, and at
+interpreter exit; after a SIGKILL of the client, ``openenv-gym gc`` (:func:`gc`) removes the
+containers whose owner process is gone.
+
+Hardened by default: memory, CPU and pid limits, every capability dropped,
+``no-new-privileges``, a read-only root file system with a ``/tmp`` tmpfs. The image runs
+as a non-root user (``servers/Dockerfile``).
+
+The ``docker`` package is optional: ``pip install 'openenv-gym[docker]'``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import socket
+import time
+import weakref
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+
+from openenv_gym._http import get_json
+from openenv_gym._version import __version__
+from openenv_gym.config import env_float
+from openenv_gym.exceptions import ConfigurationError, OpenEnvGymError, ProviderError
+from openenv_gym.providers.base import Provider
+
+if TYPE_CHECKING:
+    import docker
+    from docker.models.containers import Container
+
+__all__ = [
+    "DEFAULT_LIMITS",
+    "LABEL_HOST",
+    "LABEL_MANAGED",
+    "LABEL_OWNER",
+    "DockerProvider",
+    "docker_client",
+    "gc",
+    "image_name",
+]
+
+logger = logging.getLogger("openenv_gym.providers")
+
+LABEL_MANAGED = "openenv-gym.managed"
+LABEL_OWNER = "openenv-gym.owner"
+LABEL_HOST = "openenv-gym.host"
+
+DEFAULT_LIMITS: dict[str, Any] = {
+    "mem_limit": "1g",
+    "nano_cpus": 1_000_000_000,  # one CPU
+    "pids_limit": 256,
+}
+"""Resource limits every container gets unless overridden (``limits=``)."""
+
+_INSTALL_HINT = "the docker provider needs the docker package: pip install 'openenv-gym[docker]'"
+
+
+def docker_client() -> docker.DockerClient:
+    """A client for the local engine (``DOCKER_HOST`` etc. are honoured).
+
+    Raises:
+        ProviderError: The ``docker`` package is missing, or no engine answers.
+    """
+    try:
+        import docker
+    except ImportError as exc:
+        raise ProviderError(_INSTALL_HINT) from exc
+    try:
+        return docker.from_env()
+    except docker.errors.DockerException as exc:
+        raise ProviderError(f"no Docker engine: {exc}") from exc
+
+
+def image_name(server: str) -> str:
+    """The image ``openenv-gym images build`` makes for a built-in server."""
+    return f"openenv-gym/{server}:{__version__}"
+
+
+class DockerProvider(Provider):
+    """Start ``num_containers`` containers of one image; hand out their loopback URLs.
+
+    Args:
+        server: Built-in name (``wordle``, ``echo``, ``catch``): the image is
+            :func:`image_name` of it unless ``image=`` is given.
+        image: Any image serving OpenEnv's HTTP/WebSocket API on ``container_port``
+            (ours, or an official OpenEnv image: the client then speaks JSON ``/ws``).
+        num_containers: How many containers K (a vector env spreads its sub-envs over them).
+        max_sessions: ``MAX_SESSIONS`` of each container (env instances per server process);
+            None keeps the image's default.
+        container_port: The port the server listens on inside the container.
+        start_timeout: Seconds for each container to answer ``GET /health``
+            (``OPENENV_GYM_START_TIMEOUT``, default 30).
+        limits: Overrides of :data:`DEFAULT_LIMITS` (``mem_limit``, ``nano_cpus``,
+            ``pids_limit``).
+        environment: More environment variables for the containers.
+        client: A ``docker.DockerClient`` (default: :func:`docker_client`).
+    """
+
+    def __init__(
+        self,
+        server: str | None = None,
+        *,
+        image: str | None = None,
+        num_containers: int = 1,
+        max_sessions: int | None = None,
+        container_port: int = 8000,
+        start_timeout: float | None = None,
+        limits: Mapping[str, Any] | None = None,
+        environment: Mapping[str, str] | None = None,
+        client: docker.DockerClient | None = None,
+    ) -> None:
+        if isinstance(num_containers, bool) or not isinstance(num_containers, int):
+            raise ConfigurationError(f"num_containers must be an integer, got {num_containers!r}")
+        if num_containers < 1:
+            raise ConfigurationError(f"num_containers must be >= 1, got {num_containers}")
+        if image is None:
+            if server is None or ":" in server or server == "generic":
+                raise ConfigurationError(
+                    "the docker provider needs image= for anything but a built-in server"
+                )
+            image = image_name(server)
+        if max_sessions is not None and max_sessions < 1:
+            raise ConfigurationError(f"max_sessions must be >= 1, got {max_sessions}")
+        self.server = server
+        self.image = image
+        self.num_containers = num_containers
+        self.max_sessions = max_sessions
+        self.container_port = container_port
+        self.start_timeout = start_timeout or env_float("OPENENV_GYM_START_TIMEOUT", 30.0) or 30.0
+        self.limits = {**DEFAULT_LIMITS, **dict(limits or {})}
+        self.environment = dict(environment or {})
+        self._client = client
+        self.containers: list[Container] = []
+        self._ids: list[str] = []
+        self._urls: list[str] | None = None
+        self._finalizer: weakref.finalize[Any, Any] | None = None
+
+    @property
+    def client(self) -> docker.DockerClient:
+        """The Docker client (created on first use)."""
+        if self._client is None:
+            self._client = docker_client()
+        return self._client
+
+    def start(self) -> list[str]:
+        """Start the containers and wait until each answers ``GET /health``."""
+        if self._urls is not None:
+            return list(self._urls)
+        client = self.client
+        if self._finalizer is None:  # also runs at interpreter exit
+            self._finalizer = weakref.finalize(self, _remove_all, client, self._ids)
+        try:
+            for _ in range(self.num_containers):
+                self._run_one(client)
+            deadline = time.monotonic() + self.start_timeout
+            self._urls = [self._wait_healthy(c, deadline) for c in self.containers]
+        except BaseException:
+            self.close()
+            raise
+        return list(self._urls)
+
+    def _run_one(self, client: docker.DockerClient) -> None:
+        import docker
+
+        environment = {"PORT": str(self.container_port)}
+        if self.max_sessions is not None:
+            environment["MAX_SESSIONS"] = str(self.max_sessions)
+        environment.update(self.environment)
+        try:
+            # create + start, never run(): run() pulls a missing image from a registry
+            container = client.containers.create(
+                self.image,
+                detach=True,
+                ports={f"{self.container_port}/tcp": ("127.0.0.1", None)},
+                labels={
+                    LABEL_MANAGED: "1",
+                    LABEL_OWNER: str(os.getpid()),
+                    LABEL_HOST: socket.gethostname(),
+                },
+                environment=environment,
+                cap_drop=["ALL"],
+                security_opt=["no-new-privileges"],
+                read_only=True,
+                tmpfs={"/tmp": "rw,nosuid,nodev,size=64m"},
+                **self.limits,
+            )
+        except docker.errors.ImageNotFound as exc:
+            hint = f"; build it with: openenv-gym images build {self.server}" if self.server else ""
+            raise ProviderError(f"no image {self.image!r}{hint}") from exc
+        except docker.errors.DockerException as exc:
+            raise ProviderError(f"cannot start a container of {self.image!r}: {exc}") from exc
+        self.containers.append(container)
+        self._ids.append(container.id)
+        try:
+            container.start()
+        except docker.errors.DockerException as exc:
+            raise ProviderError(f"cannot start a container of {self.image!r}: {exc}") from exc
+
+    def _host_port(self, container: Container) -> int | None:
+        ports = container.attrs.get("NetworkSettings", {}).get("Ports") or {}
+        bindings = ports.get(f"{self.container_port}/tcp") or []
+        for binding in bindings:
+            if binding.get("HostIp") in ("127.0.0.1", "") and binding.get("HostPort"):
+                return int(binding["HostPort"])
+        return None
+
+    def _wait_healthy(self, container: Container, deadline: float) -> str:
+        import docker
+
+        url: str | None = None
+        while True:
+            try:
+                container.reload()
+            except docker.errors.DockerException as exc:
+                raise ProviderError(f"container {container.short_id} vanished: {exc}") from exc
+            if container.status in ("exited", "dead"):
+                raise self._fail(container, f"exited ({container.attrs['State'].get('ExitCode')})")
+            if url is None:
+                port = self._host_port(container)
+                if port is not None:
+                    url = f"http://127.0.0.1:{port}"
+            if url is not None:
+                try:
+                    status, body = get_json(f"{url}/health", timeout=2.0)
+                except OpenEnvGymError:
+                    status, body = 0, None
+                if status == 200 and (not isinstance(body, dict) or body.get("status") != "error"):
+                    return url
+            if time.monotonic() > deadline:
+                raise self._fail(
+                    container, f"not healthy at {url}/health within {self.start_timeout} s"
+                )
+            time.sleep(0.1)
+
+    def _fail(self, container: Container, why: str) -> ProviderError:
+        tail = ""
+        with contextlib.suppress(Exception):
+            tail = container.logs(tail=20).decode("utf-8", "replace").strip()
+        return ProviderError(
+            f"container {container.short_id} of {self.image!r} {why}"
+            + (f"; its last log lines:\n{tail}" if tail else "; it logged nothing")
+        )
+
+    def close(self) -> None:
+        """Remove every container this provider started. Idempotent."""
+        if self._finalizer is not None:
+            self._finalizer()
+            self._finalizer = None
+        self._urls = None
+        self.containers = []
+
+    def __repr__(self) -> str:
+        return (
+            f"DockerProvider(image={self.image!r}, num_containers={self.num_containers}, "
+            f"urls={self._urls})"
+        )
+
+
+def _remove_all(client: docker.DockerClient, ids: list[str]) -> None:
+    for container_id in list(ids):
+        try:
+            client.api.remove_container(container_id, force=True)
+        except Exception as exc:  # already gone, engine down: nothing more we can do
+            if getattr(getattr(exc, "response", None), "status_code", None) != 404:
+                logger.warning("could not remove container %s: %s", container_id[:12], exc)
+    ids.clear()
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def gc(*, everything: bool = False, client: docker.DockerClient | None = None) -> list[str]:
+    """Remove leftover containers labelled by this package; return their ids.
+
+    A container is a leftover when its owner process (``openenv-gym.owner``) no longer runs
+    on this host; with ``everything=True`` every labelled container goes.
+
+    Raises:
+        ProviderError: No ``docker`` package or no engine.
+    """
+    import docker
+
+    client = client or docker_client()
+    removed: list[str] = []
+    host = socket.gethostname()
+    try:
+        containers = client.containers.list(all=True, filters={"label": f"{LABEL_MANAGED}=1"})
+    except docker.errors.DockerException as exc:
+        raise ProviderError(f"cannot list containers: {exc}") from exc
+    for container in containers:
+        labels = container.labels
+        owner = labels.get(LABEL_OWNER, "")
+        if not everything and (
+            labels.get(LABEL_HOST) != host or (owner.isdigit() and _pid_alive(int(owner)))
+        ):
+            continue  # another machine's, or its owner still runs
+        with contextlib.suppress(docker.errors.NotFound):
+            container.remove(force=True)
+        removed.append(container.id)
+    return removed

@@ -1,0 +1,328 @@
+"""The docker provider against a real engine: images, lockstep vector steps, failures, cleanup.
+
+Needs a running Docker engine and a base image with Python (``.ci/run`` sets both up, see
+``/work/shared/DOCKER.md``); the images are rebuilt from this checkout once per session.
+Every test checks that no container it started is left behind.
+"""
+
+from __future__ import annotations
+
+import io
+import os
+import signal
+import subprocess
+import sys
+import tarfile
+import textwrap
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import gymnasium
+import numpy as np
+import pytest
+
+import openenv_gym  # noqa: F401 - registers the ids
+from openenv_gym.exceptions import (
+    ConfigurationError,
+    ConnectionLostError,
+    EnvErrorGroup,
+    ProviderError,
+)
+from openenv_gym.providers import make_provider
+from openenv_gym.providers.docker import (
+    LABEL_MANAGED,
+    LABEL_OWNER,
+    DockerProvider,
+    docker_client,
+    image_name,
+)
+
+pytestmark = [pytest.mark.docker, pytest.mark.integration, pytest.mark.timeout(300)]
+
+BASE_IMAGE = os.environ.get("OPENENV_GYM_TEST_BASE_IMAGE", "local/python-base:bookworm")
+
+
+def _ours(client: Any, owner: int | None = None) -> list[Any]:
+    label = [f"{LABEL_MANAGED}=1", f"{LABEL_OWNER}={owner or os.getpid()}"]
+    return list(client.containers.list(all=True, filters={"label": label}))
+
+
+@pytest.fixture(scope="session")
+def client() -> Any:
+    return docker_client()  # raises (fails the test) when there is no engine
+
+
+@pytest.fixture(scope="session")
+def wordle_image(client: Any) -> str:
+    """Build the wordle image from this checkout (wheelhouse + docker build) once."""
+    from openenv_gym.images import build_images
+
+    return build_images(["wordle"], base_image=BASE_IMAGE)[0]
+
+
+@pytest.fixture(autouse=True)
+def no_leftovers(client: Any) -> Iterator[None]:
+    """Fail a test that leaves a container of this process behind (and remove it)."""
+    yield
+    left = _ours(client)
+    for container in left:
+        container.remove(force=True)
+    assert not left, f"containers left behind: {[c.short_id for c in left]}"
+
+
+def test_make_vec_64_envs_in_4_containers_lockstep(client: Any, wordle_image: str) -> None:
+    envs = gymnasium.make_vec(
+        "openenv/Wordle-v0", num_envs=64, provider="docker", envs_per_container=16
+    )
+    local = gymnasium.make_vec("openenv/Wordle-v0", num_envs=64, num_servers=1)
+    try:
+        assert len(_ours(client)) == 4
+        urls = envs.unwrapped.base_urls
+        assert len(set(urls)) == 4
+        assert all(u.startswith("http://127.0.0.1:") for u in urls)
+        assert envs.unwrapped.protocols == ("batch",) * 4
+        obs, _ = envs.reset(seed=7)
+        expected, _ = local.reset(seed=7)
+        np.testing.assert_equal(obs, expected)
+        local.action_space.seed(0)
+        for _ in range(8):
+            actions = local.action_space.sample()
+            out = envs.step(actions)
+            ref = local.step(actions)
+            for got, want in zip(out[:4], ref[:4], strict=True):
+                np.testing.assert_equal(got, want)
+            assert out[1].shape == (64,)
+    finally:
+        envs.close()
+        local.close()
+    assert _ours(client) == []
+
+
+def test_killed_container_gives_typed_error_within_step_timeout(
+    client: Any, wordle_image: str
+) -> None:
+    step_timeout = 5.0
+    envs = gymnasium.make_vec(
+        "openenv/Wordle-v0",
+        num_envs=4,
+        provider="docker",
+        envs_per_container=2,
+        timeouts={"step": step_timeout},
+    )
+    try:
+        envs.reset(seed=0)
+        envs.step(envs.action_space.sample())
+        provider = envs.unwrapped._provider
+        provider.containers[0].kill()
+        started = time.monotonic()
+        with pytest.raises(EnvErrorGroup) as info:
+            envs.step(envs.action_space.sample())
+        assert time.monotonic() - started < step_timeout  # a bound, not a speed check
+        assert info.value.env_indices == [0, 1]  # the killed container's sub-envs only
+        assert all(isinstance(e, ConnectionLostError) for e in info.value.errors.values())
+    finally:
+        envs.close()
+
+
+def test_close_removes_every_container(client: Any, wordle_image: str) -> None:
+    provider = make_provider("wordle", provider="docker", num_servers=3)
+    assert isinstance(provider, DockerProvider)
+    with provider:
+        assert len(_ours(client)) == 3
+    assert _ours(client) == []
+    provider.close()  # idempotent
+
+
+def test_containers_are_hardened_non_root_and_on_loopback(client: Any, wordle_image: str) -> None:
+    with DockerProvider("wordle", num_containers=1, max_sessions=32) as provider:
+        container = provider.containers[0]
+        container.reload()
+        config, host = container.attrs["Config"], container.attrs["HostConfig"]
+        assert config["User"] not in ("", "0", "root", "0:0")
+        assert container.exec_run(["id", "-u"]).output.strip() != b"0"
+        assert "MAX_SESSIONS=32" in config["Env"]
+        assert host["ReadonlyRootfs"] is True
+        assert host["CapDrop"] == ["ALL"]
+        assert host["SecurityOpt"] == ["no-new-privileges"]
+        assert host["Memory"] == 2**30
+        assert host["NanoCpus"] == 1_000_000_000
+        assert host["PidsLimit"] == 256
+        assert "/tmp" in host["Tmpfs"]
+        bindings = [b for port in host["PortBindings"].values() for b in port]
+        assert bindings
+        assert all(b["HostIp"] == "127.0.0.1" for b in bindings)
+        assert config["Healthcheck"]["Test"][0] == "CMD"
+        # the image's HEALTHCHECK turns healthy (python + urllib, no curl)
+        deadline = time.monotonic() + 60
+        while container.attrs["State"].get("Health", {}).get("Status") != "healthy":
+            assert time.monotonic() < deadline, container.attrs["State"]
+            time.sleep(0.5)
+            container.reload()
+
+
+def test_sigkill_of_client_then_gc_leaves_nothing(client: Any, wordle_image: str) -> None:
+    script = textwrap.dedent(
+        """
+        import sys, time
+        from openenv_gym.providers.docker import DockerProvider
+        provider = DockerProvider("wordle", num_containers=2)
+        provider.start()
+        print(" ".join(c.id for c in provider.containers), flush=True)
+        time.sleep(600)
+        """
+    )
+    child = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True)
+    try:
+        assert child.stdout is not None
+        ids = child.stdout.readline().split()
+        assert len(ids) == 2
+        os.kill(child.pid, signal.SIGKILL)
+        child.wait(30)
+        assert {c.id for c in _ours(client, child.pid)} == set(ids)  # SIGKILL: no cleanup ran
+        result = subprocess.run(
+            [sys.executable, "-m", "openenv_gym", "gc"],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
+        )
+        assert result.returncode == 0, result.stderr
+        assert _ours(client, child.pid) == []
+        for container_id in ids:
+            assert container_id[:12] in result.stdout
+    finally:
+        if child.poll() is None:
+            child.kill()
+            child.wait()
+        for container in _ours(client, child.pid):
+            container.remove(force=True)
+
+
+def test_interpreter_exit_without_close_removes_containers(client: Any, wordle_image: str) -> None:
+    script = textwrap.dedent(
+        """
+        from openenv_gym.providers.docker import DockerProvider
+        provider = DockerProvider("wordle", num_containers=2)
+        provider.start()
+        print(" ".join(c.id for c in provider.containers), flush=True)
+        """
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, timeout=120, check=False
+    )
+    assert result.returncode == 0, result.stderr
+    ids = set(result.stdout.split())
+    assert len(ids) == 2
+    left = {c.id for c in client.containers.list(all=True, filters={"label": f"{LABEL_MANAGED}=1"})}
+    assert not ids & left
+
+
+def test_gc_spares_containers_of_a_live_owner(client: Any, wordle_image: str) -> None:
+    from openenv_gym.providers.docker import gc
+
+    with DockerProvider("wordle") as provider:
+        assert provider.containers[0].id not in gc()
+        assert len(_ours(client)) == 1
+
+
+def test_never_healthy_container_raises_with_its_logs(client: Any, wordle_image: str) -> None:
+    provider = DockerProvider(
+        "wordle", environment={"OPENENV_GYM_SERVER": "no-such-env"}, start_timeout=30
+    )
+    with pytest.raises(ProviderError, match="no-such-env") as info:
+        provider.start()
+    assert "last log lines" in str(info.value)
+    assert _ours(client) == []
+
+
+def test_start_timeout_names_the_container(client: Any, wordle_image: str) -> None:
+    # a server on another port than the one published: never healthy from outside
+    provider = DockerProvider("wordle", environment={"PORT": "8001"}, start_timeout=3)
+    with pytest.raises(ProviderError, match="not healthy at"):
+        provider.start()
+    assert _ours(client) == []
+
+
+def test_missing_image_has_a_build_hint(client: Any) -> None:
+    provider = DockerProvider(image="openenv-gym/no-such-image:0")
+    with pytest.raises(ProviderError, match="no image"):
+        provider.start()
+    provider = DockerProvider("wordle")
+    assert provider.image == image_name("wordle")
+
+
+def test_configuration_errors() -> None:
+    with pytest.raises(ConfigurationError):
+        DockerProvider("generic")
+    with pytest.raises(ConfigurationError):
+        DockerProvider("wordle", num_containers=0)
+    with pytest.raises(ConfigurationError):
+        make_provider("wordle", provider="docker", base_url="http://127.0.0.1:1")
+    with pytest.raises(ConfigurationError, match="not both"):
+        gymnasium.make_vec(
+            "openenv/Wordle-v0",
+            num_envs=4,
+            provider="docker",
+            envs_per_container=2,
+            envs_per_server=2,
+        )
+
+
+# ---------------------------------------------------------------- an official-style OpenEnv image
+OPENENV_IMAGE_DIR = Path(__file__).parent / "openenv_image"
+
+
+@pytest.fixture(scope="session")
+def openenv_image(client: Any) -> str:
+    """An image serving our Echo through OpenEnv's own create_app (openenv==0.10.0)."""
+    from openenv_gym.images import build_wheelhouse
+
+    root = Path(__file__).resolve().parents[2]
+    wheels = build_wheelhouse(
+        root / "build" / "wheelhouse-openenv", extra=["openenv==0.10.0", "uvicorn"]
+    )
+    buffer = io.BytesIO()
+    with tarfile.open(fileobj=buffer, mode="w") as tar:
+        for name in ("Dockerfile", "openenv_echo_app.py"):
+            tar.add(str(OPENENV_IMAGE_DIR / name), arcname=name)
+        tar.add(str(wheels), arcname="wheels")
+    buffer.seek(0)
+    tag = "openenv-gym-test/openenv-echo:0.10.0"
+    client.images.build(
+        fileobj=buffer,
+        custom_context=True,
+        tag=tag,
+        buildargs={"BASE_IMAGE": BASE_IMAGE},
+        rm=True,
+        forcerm=True,
+    )
+    return tag
+
+
+def test_openenv_image_runs_on_the_json_path(client: Any, openenv_image: str) -> None:
+    provider = DockerProvider(image=openenv_image, num_containers=2)
+    envs = gymnasium.make_vec("openenv/Echo-v0", num_envs=8, provider=provider)
+    local = gymnasium.make_vec("openenv/Echo-v0", num_envs=8)
+    try:
+        assert len(_ours(client)) == 2
+        assert envs.unwrapped.protocols == ("json", "json")
+        obs, _ = envs.reset(seed=3)
+        np.testing.assert_equal(obs, local.reset(seed=3)[0])
+        local.action_space.seed(1)
+        for _ in range(3):
+            actions = local.action_space.sample()
+            out, ref = envs.step(actions), local.step(actions)
+            for got, want in zip(out[:4], ref[:4], strict=True):
+                np.testing.assert_equal(got, want)
+        env = gymnasium.make("openenv/Echo-v0", provider=DockerProvider(image=openenv_image))
+        try:
+            assert env.unwrapped.protocol == "json"
+            env.reset(seed=0)
+            env.step(env.action_space.sample())
+        finally:
+            env.close()
+    finally:
+        envs.close()
+        local.close()
