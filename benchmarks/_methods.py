@@ -67,11 +67,23 @@ class VectorBench(_VectorStepper):
     """
 
     def __init__(
-        self, env: str, n: int, protocol: str, num_servers: int = 1, server: str = ""
+        self,
+        env: str,
+        n: int,
+        protocol: str,
+        num_servers: int = 1,
+        server: str = "",
+        provider: str = "local",
     ) -> None:
         self.env, self.n, self.protocol = env, n, protocol
         self.plan = ActionPlan(env, n)
-        self.provider = LocalProvider(server or env, num_servers=num_servers)
+        self.provider: Any
+        if provider == "docker":  # one server process per container (issue: docker row)
+            from openenv_gym.providers.docker import DockerProvider
+
+            self.provider = DockerProvider(server or env, num_containers=num_servers)
+        else:
+            self.provider = LocalProvider(server or env, num_servers=num_servers)
         self.envs: Any = None
         self.server_pids: list[int] = []
         self.params: dict[str, Any] = {
@@ -85,10 +97,20 @@ class VectorBench(_VectorStepper):
         self.envs = gymnasium.make_vec(
             ENV_IDS[self.env], num_envs=self.n, protocol=self.protocol, provider=self.provider
         )
-        self.server_pids = self.provider.pids
+        self.server_pids = (
+            self.provider.pids
+            if isinstance(self.provider, LocalProvider)
+            else [c.attrs["State"]["Pid"] for c in self._reloaded(self.provider.containers)]
+        )
         self.params["protocols"] = list(self.envs.protocols)
         self.envs.reset(seed=RESET_SEED)
         return {}
+
+    @staticmethod
+    def _reloaded(containers: list[Any]) -> list[Any]:
+        for container in containers:
+            container.reload()
+        return containers
 
     def close(self) -> None:
         if self.envs is not None:
@@ -114,7 +136,11 @@ class AsyncVectorBench(_VectorStepper):
 
     def setup(self) -> dict[str, Any]:
         url = self.provider.start()[0]
-        self.server_pids = self.provider.pids
+        self.server_pids = (
+            self.provider.pids
+            if isinstance(self.provider, LocalProvider)
+            else [c.attrs["State"]["Pid"] for c in self._reloaded(self.provider.containers)]
+        )
         make_one = functools.partial(
             gymnasium.make, ENV_IDS[self.env], base_url=url, protocol="batch"
         )
@@ -215,7 +241,11 @@ class OpenBench:
 
     def setup(self) -> dict[str, Any]:
         self.url = self.provider.start()[0]
-        self.server_pids = self.provider.pids
+        self.server_pids = (
+            self.provider.pids
+            if isinstance(self.provider, LocalProvider)
+            else [c.attrs["State"]["Pid"] for c in self._reloaded(self.provider.containers)]
+        )
         warm = self._open(1)
         try:
             warm.reset(seed=RESET_SEED)
@@ -254,6 +284,8 @@ def make_bench(spec: dict[str, Any]) -> Any:
         return VectorBench(env, n, "json")
     if method == "shard":
         return VectorBench("echo", n, "batch", spec["num_servers"], server=BUSY_SPEC)
+    if method == "docker":
+        return VectorBench(env, n, "batch", spec["num_servers"], provider=spec["provider"])
     if method == "d":
         return AsyncVectorBench(env, n, spec.get("context", "fork"))
     if method == "e":
@@ -266,7 +298,7 @@ def make_bench(spec: dict[str, Any]) -> Any:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument(
-        "--method", required=True, choices=["a", "b", "d", "e", "f", "shard", "open"]
+        "--method", required=True, choices=["a", "b", "d", "e", "f", "shard", "open", "docker"]
     )
     args = parser.parse_args()
     if args.method == "f":

@@ -23,6 +23,7 @@ METHODS: dict[str, str] = {
     "e": "SyncVectorEnv in process (no network)",
     "f": "raw ceiling: msgpack over one WebSocket",
     "shard": "OpenEnvVectorEnv over K servers",
+    "docker": "OpenEnvVectorEnv over 4 containers vs 4 local servers",
     "open": "open N sessions on a running server",
 }
 
@@ -83,7 +84,7 @@ def markdown(rows: Sequence[dict[str, Any]], *, title: str = "", notes: Sequence
     """The run's Markdown report: a steps/s grid per env, the detail table, the extra rows."""
     summary = cells(rows)
     lines: list[str] = [f"# {title}", ""] if title else []
-    step_keys = [k for k in summary if k[0] not in ("shard", "open")]
+    step_keys = [k for k in summary if k[0] not in ("shard", "open", "docker")]
     envs = sorted({k[1] for k in step_keys if k[1] != "raw"})
     ns = sorted({k[2] for k in step_keys})
     for env in envs:
@@ -128,6 +129,22 @@ def markdown(rows: Sequence[dict[str, Any]], *, title: str = "", notes: Sequence
             lines.append(
                 f"| {key[2]} | {key[3]} | {_num(s['steps_per_s'])} | {_num(s['p50_ms'], 3)} "
                 f"| {_num(s['client_cpu_us_per_step'], 1)} "
+                f"| {_num(s['server_cpu_us_per_step'], 1)} |"
+            )
+        lines.append("")
+    boxed = sorted((k for k in summary if k[0] == "docker"), key=lambda k: (k[2], k[3]))
+    if boxed:
+        lines += [
+            "### Batched stepping over 4 Docker containers vs 4 local server processes",
+            "",
+            "| env | N | where | steps/s | p50 ms | client µs/step | server µs/step |",
+            "|---|---:|---|---:|---:|---:|---:|",
+        ]
+        for key in boxed:
+            s = summary[key]
+            lines.append(
+                f"| {key[1]} | {key[2]} | {key[3]} | {_num(s['steps_per_s'])} "
+                f"| {_num(s['p50_ms'], 3)} | {_num(s['client_cpu_us_per_step'], 1)} "
                 f"| {_num(s['server_cpu_us_per_step'], 1)} |"
             )
         lines.append("")
@@ -205,6 +222,13 @@ def ratio_lines(
         f"sharding, busy env N={n_shard}, 2 servers / 1 server: "
         + ratio(sps("shard", "busy", n_shard, "K=2"), sps("shard", "busy", n_shard, "K=1"))
     )
+    for n in sorted({k[2] for k in summary if k[0] == "docker"}):
+        out.append(
+            f"wordle N={n}, 4 containers / 4 local servers: "
+            + ratio(
+                sps("docker", "wordle", n, "docker K=4"), sps("docker", "wordle", n, "local K=4")
+            )
+        )
     return out
 
 

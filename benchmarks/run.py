@@ -90,6 +90,7 @@ ROW_KEYS = (
 """Every row has exactly these keys (``None`` where a metric does not apply)."""
 
 ALL_METHODS = ("a", "b", "c", "d", "e", "f", "shard", "open")
+OPTIONAL_METHODS = ("docker",)  # needs a Docker engine and the images: only when asked for
 STEP_METHODS = ("a", "b", "c", "d", "e")
 OPENENV_PYTHON_VAR = "OPENENV_GYM_BENCH_OPENENV_PYTHON"
 DEFAULT_OPENENV_VENV = os.path.join(BENCH_DIR, ".venv-openenv")
@@ -114,7 +115,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--envs", type=_csv(str), default=["echo", "wordle"], help="echo,wordle")
     p.add_argument("--n", type=_csv(int), default=None, help="default 1,16,64,256,1024")
     p.add_argument(
-        "--methods", type=_csv(str), default=list(ALL_METHODS), help="a,b,c,d,e,f,shard,open"
+        "--methods",
+        type=_csv(str),
+        default=list(ALL_METHODS),
+        help="a,b,c,d,e,f,shard,open (and docker, opt-in)",
     )
     p.add_argument("--repeats", type=int, default=None, help="measurements per cell (default 3)")
     p.add_argument("--duration", type=float, default=None, help="timed seconds each (default 3)")
@@ -124,6 +128,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     )
     p.add_argument("--async-context", default="fork", choices=["fork", "spawn", "forkserver"])
     p.add_argument("--shard-n", type=int, default=None, help="N of the sharding rows (default 256)")
+    p.add_argument(
+        "--docker-n", type=int, default=256, help="N of the docker rows (method docker, opt-in)"
+    )
     p.add_argument("--busy-us", type=float, default=100.0, help="CPU µs per step of the busy env")
     p.add_argument("--open-n", type=int, default=None, help="sessions to open (default 256)")
     p.add_argument("--open-protocols", type=_csv(str), default=["batch", "json"])
@@ -154,7 +161,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     for name, value in defaults.items():
         if getattr(args, name) is None:
             setattr(args, name, value)
-    unknown = set(args.methods) - set(ALL_METHODS)
+    unknown = set(args.methods) - set(ALL_METHODS) - set(OPTIONAL_METHODS)
     if unknown:
         p.error(f"unknown methods {sorted(unknown)}; choose from {','.join(ALL_METHODS)}")
     if set(args.envs) - {"echo", "wordle"}:
@@ -588,6 +595,17 @@ def plan(args: argparse.Namespace, have_openenv: bool) -> tuple[list[Cell], list
                     variant=f"K={servers}",
                     options={"num_servers": servers},
                     params={"busy_us": args.busy_us},
+                )
+            )
+    if "docker" in methods:  # the same batched stepping, 4 containers vs 4 local servers
+        for provider in ("local", "docker"):
+            cells.append(
+                Cell(
+                    "docker",
+                    "wordle",
+                    args.docker_n,
+                    variant=f"{provider} K=4",
+                    options={"num_servers": 4, "provider": provider},
                 )
             )
     if "open" in methods and "wordle" in args.envs:
