@@ -1,7 +1,8 @@
 """The docker provider against a real engine: images, lockstep vector steps, failures, cleanup.
 
-Needs a running Docker engine and a base image with Python (``.ci/run`` sets both up, see
-``/work/shared/DOCKER.md``); the images are rebuilt from this checkout once per session.
+Needs a running Docker engine and a base image with Python (``.ci/run`` sets both up with
+``scripts/docker-engine``, see ``docs/docker.md``); the images are rebuilt from this checkout
+once per session.
 Every test checks that no container it started is left behind.
 """
 
