@@ -46,6 +46,7 @@ __all__ = [
     "ConnectError",
     "ConnectionLostError",
     "EnvErrorGroup",
+    "EpisodeOverError",
     "ExecutionError",
     "FactoryError",
     "InvalidActionError",
@@ -81,6 +82,10 @@ class UsageError(OpenEnvGymError, RuntimeError):
 
 class InvalidActionError(OpenEnvGymError, ValueError):
     """An action was rejected: outside the action space, or refused by the server."""
+
+
+class EpisodeOverError(UsageError):
+    """An action was taken after the episode ended (a tool called after the game is over)."""
 
 
 class ProtocolError(OpenEnvGymError):

@@ -27,6 +27,7 @@ __all__ = [
     "GENERIC",
     "PRINTABLE",
     "Codec",
+    "catch_grid",
     "codec_for",
     "codec_from_schema",
     "known_envs",
@@ -184,9 +185,14 @@ def _catch_action(action: Any) -> dict[str, Any]:
     return {"action_id": int(action)}
 
 
-def _catch_render(obs: Mapping[str, Any]) -> str:
-    grid = _catch_obs(obs).reshape(CATCH_ROWS, CATCH_COLUMNS)
+def catch_grid(board: Any) -> str:
+    """A Catch board (50 values, top row first) as text: ``#`` ball or paddle, ``.`` empty."""
+    grid = np.asarray(board).reshape(CATCH_ROWS, CATCH_COLUMNS)
     return "\n".join("".join("#" if v else "." for v in row) for row in grid)
+
+
+def _catch_render(obs: Mapping[str, Any]) -> str:
+    return catch_grid(_catch_obs(obs))
 
 
 _CODECS: dict[str, Callable[[], Codec]] = {

@@ -1,0 +1,685 @@
+"""TRL's ``GRPOTrainer`` on any env id: ``environment_factory`` and a lockstep ``rollout_func``.
+
+**Tools** (TRL owns the multi-turn loop)::
+
+    from openenv_gym.integrations.trl import environment_factory
+    trainer = GRPOTrainer(
+        model=..., train_dataset=dataset,               # a "seed" column picks the task
+        environment_factory=environment_factory("openenv/Wordle-v0"),
+    )                                                   # reward: the episode return
+
+Each instance TRL makes exposes one named, typed tool (Wordle ``guess(word: str)``, Echo
+``echo(message: str)``, Catch ``move(direction)``, ``openenv/Generic-v0``: built from the
+server's action schema), ``reset(**row)`` and ``get_reward()``; it owns its own session.
+The instances of one factory share one local server per process (started on first use,
+stopped with the process or :meth:`EnvironmentFactory.close`).
+
+**Lockstep** (``rollout_func``: all rollouts of the generation batch step together through
+one :class:`~openenv_gym.vector.OpenEnvVectorEnv`, one batched generation per turn)::
+
+    from openenv_gym.integrations.trl import vector_rollout_func, env_reward
+    trainer = GRPOTrainer(
+        model=..., reward_funcs=[env_reward], train_dataset=dataset,
+        rollout_func=vector_rollout_func("openenv/Wordle-v0", max_turns=6),
+    )
+
+Nothing here imports TRL, transformers or torch until a rollout needs them.
+"""
+
+from __future__ import annotations
+
+import copy
+import re
+import threading
+import weakref
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, ClassVar
+
+import gymnasium
+import numpy as np
+
+from openenv_gym.env import choose_codec, local_server
+from openenv_gym.exceptions import (
+    ConfigurationError,
+    EpisodeOverError,
+    InvalidActionError,
+    TransportError,
+    UsageError,
+)
+from openenv_gym.integrations.lockstep import Lockstep, Turn, step_text
+from openenv_gym.integrations.text import TextInterface, text_interface
+from openenv_gym.providers import Provider, make_provider
+
+__all__ = [
+    "EnvironmentFactory",
+    "OpenEnvToolEnv",
+    "VectorRolloutFunc",
+    "env_reward",
+    "environment_factory",
+    "vector_rollout_func",
+]
+
+_OUR_ENTRY_POINT = "openenv_gym.env:OpenEnvEnv"
+
+
+def _spec(env_id: str) -> gymnasium.envs.registration.EnvSpec:
+    try:
+        return gymnasium.spec(env_id)
+    except gymnasium.error.Error as exc:
+        raise ConfigurationError(f"unknown env id {env_id!r}: {exc}") from exc
+
+
+def _class_name(env_id: str) -> str:
+    base = env_id.split(":")[-1].split("/")[-1]
+    base = re.sub(r"-v\d+$", "", base)
+    words = re.findall(r"[A-Za-z0-9]+", base) or ["Tool"]
+    name = "".join(w[:1].upper() + w[1:] for w in words)
+    return f"{name}Env" if name[0].isalpha() else f"Env{name}"
+
+
+def _seed(value: Any, column: str) -> int | None:
+    if value is None:
+        return None
+    problem = ConfigurationError(f"the {column!r} column must hold integers, got {value!r}")
+    if isinstance(value, bool) or not isinstance(value, int | np.integer | str):
+        raise problem
+    try:
+        return int(value)
+    except ValueError:
+        raise problem from None
+
+
+def _prompt_has_text(prompt: Any) -> bool:
+    if isinstance(prompt, str):
+        return bool(prompt.strip())
+    if isinstance(prompt, list) and prompt and isinstance(prompt[-1], Mapping):
+        content = prompt[-1].get("content")
+        return isinstance(content, str) and bool(content.strip())
+    return False
+
+
+# ------------------------------------------------------------------ environment_factory
+
+
+class OpenEnvToolEnv:
+    """Base of the classes :func:`environment_factory` builds: one env as TRL tools.
+
+    Public methods are exactly ``reset``, ``get_reward`` and the generated tool (TRL offers
+    every other public function to the model); state is read through properties.
+    """
+
+    interface: ClassVar[TextInterface]
+    """How the env maps to a tool (set on each generated class)."""
+
+    def __init__(self, factory: EnvironmentFactory, env: Any) -> None:
+        self._factory = factory
+        self._env = env
+        self._finalizer = weakref.finalize(self, env.close)
+        self._return = 0.0
+        self._started = False
+        self._done = False
+        self._trajectory: list[Turn] = []
+        self._text = ""
+
+    def reset(self, **kwargs: Any) -> str:
+        """Start an episode; TRL passes the dataset row (its seed column picks the task).
+
+        Returns:
+            The first observation as text (appended to the row's prompt by TRL).
+        """
+        column = self._factory.seed_column
+        seed = _seed(kwargs.get(column), column) if column else None
+        try:
+            obs, _ = self._env.reset(seed=seed)
+        except TransportError:  # the session died (timeout, server restart): one new one
+            self._replace_env()
+            obs, _ = self._env.reset(seed=seed)
+        self._return, self._started, self._done = 0.0, True, False
+        self._trajectory = []
+        self._text = self.interface.observation_text(obs)
+        return f"\n\n{self._text}" if _prompt_has_text(kwargs.get("prompt")) else self._text
+
+    def get_reward(self) -> float:
+        """The return of the current (or last) episode: the sum of its rewards."""
+        return self._return
+
+    # --------------------------------------------------------------- state, read-only
+    @property
+    def reward(self) -> float:
+        """The episode return so far (as :meth:`get_reward`)."""
+        return self._return
+
+    @property
+    def done(self) -> bool:
+        """The episode has ended (terminated or truncated)."""
+        return self._done
+
+    @property
+    def trajectory(self) -> list[Turn]:
+        """Every tool call of the episode: the action, what the model saw, reward, ends."""
+        return list(self._trajectory)
+
+    @property
+    def observation(self) -> str:
+        """The latest observation as text."""
+        return self._text
+
+    @property
+    def env(self) -> Any:
+        """The underlying ``gymnasium.Env``."""
+        return self._env
+
+    # --------------------------------------------------------------- private
+    def _act(self, arguments: dict[str, Any]) -> str:
+        if not self._started:
+            raise UsageError("no episode is running: TRL calls reset() before any tool")
+        if self._done:
+            raise EpisodeOverError(
+                "The episode is over: no more tool calls are accepted. Give your final answer."
+            )
+        action = self.interface.to_action(arguments)
+        obs, reward, terminated, truncated, info = self._env.step(action)
+        reward, terminated, truncated = float(reward), bool(terminated), bool(truncated)
+        self._return += reward
+        self._done = terminated or truncated
+        self._text = step_text(self.interface, obs, terminated, truncated, info)
+        self._trajectory.append(Turn(self._text, reward, terminated, truncated, action, info))
+        return self._text
+
+    def _replace_env(self) -> None:
+        self._finalizer()
+        self._env = self._factory._new_env()
+        self._finalizer = weakref.finalize(self, self._env.close)
+
+    def _close(self) -> None:
+        """Close the session (also done when the instance is collected, or at exit)."""
+        self._finalizer()
+
+
+def _tool_method(interface: TextInterface) -> Callable[..., str]:
+    signature = interface.signature()
+    name = interface.tool_name
+
+    def tool(self: OpenEnvToolEnv, *args: Any, **kwargs: Any) -> str:
+        try:
+            bound = signature.bind(self, *args, **kwargs)
+        except TypeError as exc:
+            raise InvalidActionError(f"{name}(): {exc}") from None
+        bound.apply_defaults()
+        arguments = dict(bound.arguments)
+        del arguments["self"]
+        return self._act(arguments)
+
+    tool.__name__ = tool.__qualname__ = name
+    tool.__doc__ = interface.docstring()
+    tool.__annotations__ = {p.name: p.annotation for p in interface.params} | {"return": str}
+    setattr(tool, "__signature__", signature)  # noqa: B010 - what inspect.signature reads
+    return tool
+
+
+class _Runtime:
+    """What a factory holds in one process: the shared server, the class, live instances."""
+
+    def __init__(self) -> None:
+        self.provider: Provider | None = None
+        self.make_kwargs: dict[str, Any] = {}
+        self.cls: type[OpenEnvToolEnv] | None = None
+        self.instances: weakref.WeakSet[OpenEnvToolEnv] = weakref.WeakSet()
+
+
+class EnvironmentFactory:
+    """A picklable zero-argument factory for ``GRPOTrainer(environment_factory=...)``.
+
+    Made by :func:`environment_factory`. Calling it returns a new instance of a generated
+    :class:`OpenEnvToolEnv` subclass with its own session.
+    """
+
+    def __init__(
+        self,
+        env_id: str,
+        *,
+        seed_column: str | None = "seed",
+        tool_name: str | None = None,
+        interface: TextInterface | None = None,
+        share_server: bool = True,
+        make_kwargs: Mapping[str, Any] | None = None,
+    ) -> None:
+        self.env_id = env_id
+        self.seed_column = seed_column
+        self.tool_name = tool_name
+        self.interface = interface
+        self.share_server = share_server
+        self.make_kwargs = dict(make_kwargs or {})
+        self._spec = _spec(env_id)
+        self._lock = threading.Lock()
+        self._runtime = _Runtime()
+
+    # pickling carries the recipe only: each process starts its own server and sessions
+    def __getstate__(self) -> dict[str, Any]:
+        state = self.__dict__.copy()
+        for key in ("_lock", "_runtime"):
+            del state[key]
+        return state
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state)
+        self._lock = threading.Lock()
+        self._runtime = _Runtime()
+
+    def __call__(self) -> OpenEnvToolEnv:
+        """A new instance with its own session (the first call starts the shared server)."""
+        with self._lock:
+            runtime = self._runtime
+            if runtime.cls is None:
+                self._start_server()
+            env = self._new_env()
+            try:
+                if runtime.cls is None:
+                    runtime.cls = self._build_class(env)
+                instance = runtime.cls(self, env)
+            except BaseException:
+                env.close()
+                raise
+            runtime.instances.add(instance)
+            return instance
+
+    @property
+    def env_class(self) -> type[OpenEnvToolEnv] | None:
+        """The generated class (None until the factory is first called in this process)."""
+        return self._runtime.cls
+
+    @property
+    def base_url(self) -> str | None:
+        """The shared server's URL (None until started, or when not sharing one)."""
+        return self._runtime.make_kwargs.get("base_url") if self._runtime.provider else None
+
+    def close(self) -> None:
+        """Close every instance made in this process and stop the shared server. Idempotent.
+
+        Instances are also closed when collected and at exit; this is for tests and loops.
+        """
+        with self._lock:
+            runtime, self._runtime = self._runtime, _Runtime()
+        for instance in list(runtime.instances):
+            instance._close()
+        if runtime.provider is not None:
+            runtime.provider.close()
+
+    def __repr__(self) -> str:
+        return f"EnvironmentFactory({self.env_id!r}, seed_column={self.seed_column!r})"
+
+    # ------------------------------------------------------------------ private
+    def _ours(self) -> bool:
+        return self._spec.entry_point == _OUR_ENTRY_POINT
+
+    def _start_server(self) -> None:
+        """Start the server the instances share (our env ids, no base_url=, local/docker)."""
+        runtime = self._runtime
+        kwargs = dict(self.make_kwargs)
+        runtime.make_kwargs = kwargs
+        provider = kwargs.get("provider")
+        if not (self.share_server and self._ours()) or kwargs.get("base_url") is not None:
+            return
+        if provider not in (None, "local", "docker"):
+            return
+        spec_kwargs = {**(self._spec.kwargs or {}), **kwargs}
+        env = str(spec_kwargs.get("env", "wordle"))
+        codec = choose_codec(
+            env,
+            spec_kwargs.get("codec"),
+            spec_kwargs.get("action_fields"),
+            spec_kwargs.get("observation_fields"),
+        )
+        name = local_server(codec, spec_kwargs.get("server"), provider, None)
+        started = make_provider(name, provider=provider)
+        url = started.start()[0]
+        runtime.provider = started
+        for key in ("provider", "server"):
+            kwargs.pop(key, None)
+        kwargs["base_url"] = url
+
+    def _new_env(self) -> Any:
+        return gymnasium.make(self.env_id, **self._runtime.make_kwargs)
+
+    def _build_class(self, env: Any) -> type[OpenEnvToolEnv]:
+        interface = self.interface or text_interface(env, tool_name=self.tool_name)
+        name = _class_name(self.env_id)
+        namespace: dict[str, Any] = {
+            "interface": interface,
+            interface.tool_name: _tool_method(interface),
+            "__module__": __name__,
+            "__qualname__": name,
+            "__doc__": f"``{self.env_id}`` as TRL tools: ``{interface.tool_name}``.",
+        }
+        return type(name, (OpenEnvToolEnv,), namespace)
+
+
+def environment_factory(
+    env_id: str,
+    *,
+    seed_column: str | None = "seed",
+    tool_name: str | None = None,
+    interface: TextInterface | None = None,
+    share_server: bool = True,
+    **make_kwargs: Any,
+) -> EnvironmentFactory:
+    """A factory for ``GRPOTrainer(environment_factory=...)`` from any Gymnasium env id.
+
+    Args:
+        env_id: ``"openenv/Wordle-v0"``, ``"openenv/Generic-v0"`` (with ``base_url=``), or
+            any registered Gymnasium id with Text / Discrete / Dict actions.
+        seed_column: The dataset column whose value seeds ``reset`` (rows of one GRPO
+            group share it, so its G rollouts play the same task); None: never seed.
+        tool_name: Rename the tool (default: the env's own, e.g. ``guess``).
+        interface: Your own :class:`~openenv_gym.integrations.text.TextInterface`
+            (module-level functions keep the factory picklable).
+        share_server: With our env ids and no ``base_url=``: start one server (local
+            process or container) per process for all instances, each with its own
+            session. False: every instance starts its own.
+        **make_kwargs: Passed to ``gymnasium.make`` (``base_url=``, ``provider=``,
+            ``max_episode_steps=``, ``timeouts=``, ...).
+
+    Raises:
+        ConfigurationError: Unknown env id.
+    """
+    return EnvironmentFactory(
+        env_id,
+        seed_column=seed_column,
+        tool_name=tool_name,
+        interface=interface,
+        share_server=share_server,
+        make_kwargs=make_kwargs,
+    )
+
+
+# ------------------------------------------------------------------ lockstep rollout_func
+
+
+def env_reward(completions: Sequence[Any], env_reward: Sequence[float], **_: Any) -> list[float]:
+    """A TRL reward function: the episode return that :func:`vector_rollout_func` reports."""
+    return [float(r) for r in env_reward]
+
+
+GenerateFn = Callable[[list[list[int]], int], list[list[int]]]
+"""``generate(prompt_token_ids, max_new_tokens) -> completion_token_ids``."""
+
+
+class _Template:
+    """Token ids of an environment turn, cut out of the chat template.
+
+    A conversation with a marker as the assistant's text and then a user turn holding
+    the observation is rendered once; what follows the marker (the assistant turn's end,
+    the user turn, the next generation prompt) is the template of every env turn.
+    """
+
+    MARK = "\x00OPENENV_GYM_MARK\x00"
+    OBS = "\x00OPENENV_GYM_OBS\x00"
+
+    def __init__(self, tokenizer: Any, chat_template_kwargs: Mapping[str, Any]) -> None:
+        text = tokenizer.apply_chat_template(
+            [
+                {"role": "user", "content": "x"},
+                {"role": "assistant", "content": self.MARK},
+                {"role": "user", "content": self.OBS},
+            ],
+            tokenize=False,
+            add_generation_prompt=True,
+            **chat_template_kwargs,
+        )
+        if self.MARK not in text or self.OBS not in text:
+            raise ConfigurationError("the chat template does not render plain user/assistant turns")
+        after = text[text.index(self.MARK) + len(self.MARK) :]
+        self.before_obs, self.after_obs = after.split(self.OBS, 1)
+        self.eos: str | None = tokenizer.eos_token
+        self.tokenizer = tokenizer
+
+    def ids(self, observation: str, closed: bool) -> list[int]:
+        """The env turn's ids; ``closed``: the model's answer already ends with eos."""
+        head = self.before_obs
+        if closed and self.eos and head.startswith(self.eos):
+            head = head[len(self.eos) :]
+        ids: list[int] = self.tokenizer(
+            head + observation + self.after_obs, add_special_tokens=False
+        )["input_ids"]
+        return ids
+
+
+class VectorRolloutFunc:
+    """A TRL ``rollout_func``: every rollout of a generation batch steps in lockstep.
+
+    Made by :func:`vector_rollout_func`; call it as TRL does, ``func(prompts, trainer)``.
+    """
+
+    def __init__(
+        self,
+        env_id: str,
+        *,
+        max_turns: int,
+        max_new_tokens: int | None,
+        seed: int | None,
+        interface: TextInterface | None,
+        generate: GenerateFn | None,
+        make_kwargs: Mapping[str, Any],
+    ) -> None:
+        if max_turns < 1:
+            raise ConfigurationError(f"max_turns must be >= 1, got {max_turns}")
+        if max_new_tokens is not None and max_new_tokens < 1:
+            raise ConfigurationError(f"max_new_tokens must be >= 1, got {max_new_tokens}")
+        _spec(env_id)
+        self.env_id = env_id
+        self.max_turns = max_turns
+        self.max_new_tokens = max_new_tokens
+        self.interface = interface
+        self.generate = generate
+        self.make_kwargs = dict(make_kwargs)
+        self._rng = np.random.default_rng(seed)
+        self._envs: Any = None
+        self._lockstep: Lockstep | None = None
+        self._template: tuple[Any, _Template] | None = None
+        self._finalizer: weakref.finalize[Any, Any] | None = None
+
+    def __getstate__(self) -> dict[str, Any]:
+        state = self.__dict__.copy()
+        state.update(_envs=None, _lockstep=None, _template=None, _finalizer=None)
+        return state
+
+    @property
+    def envs(self) -> Any:
+        """The vector env of the last batch (None before the first call)."""
+        return self._envs
+
+    def close(self) -> None:
+        """Close the vector env (also done when collected, and at exit). Idempotent."""
+        if self._finalizer is not None:
+            self._finalizer()
+        self._envs = self._lockstep = None
+
+    # ------------------------------------------------------------------ one batch
+    def __call__(self, prompts: list[Any], trainer: Any) -> dict[str, Any]:
+        """Roll out one episode per prompt (TRL calls this once per generation batch)."""
+        tokenizer = trainer.processing_class
+        template = self._turn_template(tokenizer, trainer)
+        lockstep = self._ensure_envs(len(prompts))
+        texts = lockstep.reset(self._group_seeds(len(prompts), int(trainer.num_generations)))
+        kwargs = dict(getattr(trainer.args, "chat_template_kwargs", None) or {})
+        prompt_ids = [
+            self._prompt_ids(tokenizer, p, t, kwargs) for p, t in zip(prompts, texts, strict=True)
+        ]
+        budget = int(trainer.max_completion_length)
+        n = len(prompts)
+        completion: list[list[int]] = [[] for _ in range(n)]
+        mask: list[list[int]] = [[] for _ in range(n)]
+        logprobs: list[list[float]] = [[] for _ in range(n)]
+        turns = [0] * n
+        have_logprobs = True
+        eos_ids = set(getattr(trainer, "eos_token_ids", None) or [tokenizer.eos_token_id])
+        active = list(range(n))
+        while active:
+            room = max(budget - len(completion[i]) for i in active)
+            limit = min(room, self.max_new_tokens or room)
+            new_ids, new_logprobs = self._generate(
+                trainer, [prompt_ids[i] + completion[i] for i in active], limit
+            )
+            have_logprobs = have_logprobs and new_logprobs is not None
+            answers: dict[int, str] = {}
+            for k, i in enumerate(active):
+                ids = list(new_ids[k])[: min(limit, budget - len(completion[i]))]
+                completion[i] += ids
+                mask[i] += [1] * len(ids)
+                logprobs[i] += list(new_logprobs[k][: len(ids)]) if new_logprobs else []
+                answers[i] = tokenizer.decode(ids, skip_special_tokens=True)
+            results = lockstep.step(answers)
+            still = []
+            for i in active:
+                turns[i] += 1
+                turn = results[i]
+                if turn.terminated or turn.truncated or turns[i] >= self.max_turns:
+                    continue
+                closed = bool(completion[i]) and completion[i][-1] in eos_ids
+                feedback = template.ids(turn.text, closed)
+                if len(completion[i]) + len(feedback) >= budget:
+                    continue  # no room left for another answer
+                completion[i] += feedback
+                mask[i] += [0] * len(feedback)
+                logprobs[i] += [0.0] * len(feedback)
+                still.append(i)
+            active = still
+        return {
+            "prompt_ids": prompt_ids,
+            "completion_ids": completion,
+            "logprobs": logprobs if have_logprobs else None,
+            "env_mask": mask,
+            "env_reward": list(lockstep.returns),
+            "num_turns": turns,
+        }
+
+    # ------------------------------------------------------------------ helpers
+    def _group_seeds(self, n: int, group: int) -> list[int]:
+        """One fresh seed per GRPO group: the G rollouts of a prompt play the same task."""
+        group = max(1, group)
+        seeds = self._rng.integers(0, 2**31 - 1, size=-(-n // group))
+        return [int(seeds[i // group]) for i in range(n)]
+
+    def _ensure_envs(self, n: int) -> Lockstep:
+        if self._lockstep is not None and self._lockstep.num_envs == n:
+            return self._lockstep
+        self.close()
+        kwargs = {"autoreset_mode": "Disabled", **self.make_kwargs}
+        envs = gymnasium.make_vec(self.env_id, num_envs=n, **kwargs)
+        self._finalizer = weakref.finalize(self, envs.close)
+        self._envs = envs
+        self._lockstep = Lockstep(envs, self.interface)
+        return self._lockstep
+
+    def _turn_template(self, tokenizer: Any, trainer: Any) -> _Template:
+        if self._template is None or self._template[0] is not tokenizer:
+            kwargs = dict(getattr(trainer.args, "chat_template_kwargs", None) or {})
+            self._template = (tokenizer, _Template(tokenizer, kwargs))
+        return self._template[1]
+
+    @staticmethod
+    def _prompt_ids(
+        tokenizer: Any, prompt: Any, observation: str, kwargs: Mapping[str, Any]
+    ) -> list[int]:
+        if isinstance(prompt, str):
+            messages = [{"role": "user", "content": prompt}]
+        else:
+            messages = [dict(m) for m in prompt]
+        last = messages[-1]
+        content = last.get("content") or ""
+        last["content"] = f"{content}\n\n{observation}" if content.strip() else observation
+        ids: list[int] = tokenizer.apply_chat_template(
+            messages, tokenize=True, add_generation_prompt=True, return_dict=False, **kwargs
+        )
+        return list(ids)
+
+    def _generate(
+        self, trainer: Any, inputs: list[list[int]], max_new_tokens: int
+    ) -> tuple[list[list[int]], list[list[float]] | None]:
+        if self.generate is not None:
+            return self.generate(inputs, max_new_tokens), None
+        if getattr(trainer, "use_vllm", False):
+            _, completions, logprobs, _ = trainer.vllm_generation.generate(
+                prompts=inputs, images=None, num_generations=1
+            )
+            return completions, [[float(lp[0]) for lp in seq] for seq in logprobs]
+        return _transformers_generate(trainer, inputs, max_new_tokens), None
+
+
+def _transformers_generate(
+    trainer: Any, inputs: list[list[int]], max_new_tokens: int
+) -> list[list[int]]:
+    """The policy's own ``generate`` (no vLLM): left-padded batch, trainer's sampling."""
+    import torch
+    from trl.models import unwrap_model_for_generation
+
+    tokenizer = trainer.processing_class
+    pad = tokenizer.pad_token_id
+    width = max(len(x) for x in inputs)
+    device = trainer.accelerator.device
+    input_ids = torch.tensor([[pad] * (width - len(x)) + x for x in inputs], device=device)
+    attention = torch.tensor([[0] * (width - len(x)) + [1] * len(x) for x in inputs], device=device)
+    config = copy.deepcopy(trainer.generation_config)
+    config.max_new_tokens = max_new_tokens
+    eos = set(trainer.eos_token_ids)
+    with (
+        unwrap_model_for_generation(
+            trainer.model_wrapped,
+            trainer.accelerator,
+            generation_kwargs=trainer.generation_kwargs,
+        ) as model,
+        torch.no_grad(),
+    ):
+        out = model.generate(
+            input_ids=input_ids, attention_mask=attention, generation_config=config
+        )
+    completions = []
+    for row in out[:, width:].tolist():
+        cut = next((k + 1 for k, t in enumerate(row) if t in eos), len(row))
+        completions.append(row[:cut])
+    return completions
+
+
+def vector_rollout_func(
+    env_id: str,
+    *,
+    max_turns: int = 6,
+    max_new_tokens: int | None = None,
+    seed: int | None = None,
+    interface: TextInterface | None = None,
+    generate: GenerateFn | None = None,
+    **make_kwargs: Any,
+) -> VectorRolloutFunc:
+    """A TRL ``rollout_func`` stepping every rollout of a batch in lockstep.
+
+    Per call: one :class:`~openenv_gym.vector.OpenEnvVectorEnv` sub-env per prompt (made
+    once, reused while the batch size holds), reset with one seed per GRPO group; then per
+    turn one batched generation for the rollouts still playing (``trainer.vllm_generation``
+    when ``use_vllm``, else the policy's ``generate``), their answers parsed into actions
+    and stepped together. Environment turns are appended as chat-template tokens with
+    ``env_mask`` 0 (and logprob 0.0).
+
+    Returns (per rollout): ``prompt_ids``, ``completion_ids``, ``logprobs`` (vLLM only, else
+    None), ``env_mask``, ``env_reward`` (the episode return; see :func:`env_reward`) and
+    ``num_turns``.
+
+    Args:
+        env_id: A registered id with a vector entry point (``openenv/Wordle-v0``, ...).
+        max_turns: Most model turns per rollout.
+        max_new_tokens: Most tokens per turn (default: what is left of the trainer's
+            ``max_completion_length``, which bounds the whole rollout).
+        seed: Seeds the per-group task seeds (reproducible runs).
+        interface: Your own text interface (default: the env's).
+        generate: ``generate(prompt_ids, max_new_tokens) -> completion_ids`` instead of
+            the trainer's model (a scripted policy, a remote server).
+        **make_kwargs: Passed to ``gymnasium.make_vec``.
+    """
+    return VectorRolloutFunc(
+        env_id,
+        max_turns=max_turns,
+        max_new_tokens=max_new_tokens,
+        seed=seed,
+        interface=interface,
+        generate=generate,
+        make_kwargs=make_kwargs,
+    )
