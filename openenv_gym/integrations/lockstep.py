@@ -81,7 +81,8 @@ class Lockstep:
     Args:
         envs: The vector env. :class:`~openenv_gym.vector.OpenEnvVectorEnv` steps only
             the sub-envs that answered; any other ``VectorEnv`` is stepped whole, its idle
-            sub-envs with a sampled action whose result is dropped.
+            sub-envs with a sampled action whose result is dropped (a running episode left
+            out of a turn is then over: its next answer raises ``EpisodeOverError``).
         interface: How text maps to actions and back (default:
             :func:`~openenv_gym.integrations.text.text_interface` of ``envs``).
     """
@@ -131,6 +132,10 @@ class Lockstep:
             actions[i] = action
         if actions:
             turns.update(self._step(actions))
+        if not self._partial:  # left-out sub-envs took a random step: their episodes are void
+            for i in range(self.num_envs):
+                if i not in answers:
+                    self.done[i] = True
         for i, turn in turns.items():
             self.returns[i] += turn.reward
             self.done[i] = turn.terminated or turn.truncated
@@ -167,6 +172,7 @@ class Lockstep:
                 continue
             term, trunc = bool(terms[j]), bool(truncs[j])
             info = info_at(infos, j)
+            info.pop("env_id", None)  # recv's bookkeeping, not the env's
             text = step_text(self.interface, per_obs[j], term, trunc, info)
             turns[i] = Turn(text, float(np.asarray(rewards[j])), term, trunc, actions[i], info)
         return turns

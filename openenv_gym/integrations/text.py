@@ -17,6 +17,7 @@ envs (Wordle, Echo, Catch), one built from the server's action schema for
 
 from __future__ import annotations
 
+import functools
 import inspect
 import json
 import re
@@ -29,7 +30,7 @@ from gymnasium import spaces
 
 from openenv_gym.env import fetch_schema
 from openenv_gym.exceptions import ConfigurationError, InvalidActionError
-from openenv_gym.spaces import GENERIC, catch_grid
+from openenv_gym.spaces import GENERIC, PRINTABLE, catch_grid
 
 __all__ = [
     "RESERVED_NAMES",
@@ -116,9 +117,11 @@ class TextInterface:
         """The tool's signature, ``self`` first."""
         kind = inspect.Parameter.POSITIONAL_OR_KEYWORD
         params = [inspect.Parameter("self", kind)]
+        # parameters with a default go last (Python's rule); TRL passes them by name
+        ordered = sorted(self.params, key=lambda p: p.default is not _NO_DEFAULT)
         params += [
             inspect.Parameter(p.name, kind, annotation=p.annotation, default=p.default)
-            for p in self.params
+            for p in ordered
         ]
         return inspect.Signature(params, return_annotation=str)
 
@@ -141,7 +144,13 @@ def _value_text(value: Any) -> str:
     if isinstance(value, str):
         return value
     if isinstance(value, tuple | list):
-        return json.dumps([v.tolist() if isinstance(v, np.ndarray) else v for v in value])
+        return json.dumps(value, default=_jsonable)
+    return str(value)
+
+
+def _jsonable(value: Any) -> Any:
+    if isinstance(value, np.ndarray | np.generic):
+        return value.tolist()
     return str(value)
 
 
@@ -164,16 +173,24 @@ def _wordle_tool(args: Mapping[str, Any]) -> str:
     return word if "[" in word else f"[{word}]"
 
 
+WORDLE_ACTION_MAX = 256
+"""Longest Wordle action (the action space's ``max_length``)."""
+
+
 def _wordle_parse(text: str) -> str:
+    """The last ``[word]`` of the answer, a bare word, or else the answer as it is.
+
+    An answer with no guess still goes to the game, which judges it as TextArena does (an
+    invalid move: a warning, and the game ends at the second one in a row).
+    """
     answer = _answer(text)
     found = _BRACKETED.findall(answer)
     if found:
         return f"[{found[-1].lower()}]"
     if _WORD.fullmatch(answer):
         return f"[{answer.lower()}]"
-    raise InvalidActionError(
-        "no guess found: answer with one five-letter word in square brackets, e.g. [crane]"
-    )
+    printable = "".join(c if c in PRINTABLE else "?" for c in answer)
+    return printable[:WORDLE_ACTION_MAX] or "[]"
 
 
 def _wordle_text(obs: str) -> str:
@@ -295,11 +312,13 @@ def _describe(space: spaces.Space[Any]) -> str:
 def _convert(space: spaces.Space[Any], value: Any) -> Any:
     """A tool argument (JSON value) as a value of ``space``."""
     try:
+        if value is None:
+            raise ValueError("no value")
         if isinstance(space, spaces.Text):
             return str(value)
         if isinstance(space, spaces.Discrete):
             if isinstance(value, bool) or float(value) != int(value):
-                raise ValueError
+                raise ValueError("not an integer")
             return int(value)
         if isinstance(space, spaces.Box | spaces.MultiBinary | spaces.MultiDiscrete):
             return np.asarray(value, dtype=space.dtype).reshape(space.shape)
@@ -319,28 +338,57 @@ def _schema_title_name(schema: Mapping[str, Any] | None) -> str:
     return name
 
 
-def _schema_param(
+Converter = Callable[[Any], Any]
+
+
+def _enum_converter(values: list[Any], space: spaces.Discrete) -> Converter:
+    """Enum value -> the Discrete action that ``codec_from_schema`` maps to it.
+
+    Integers are sorted (the action is ``start`` + their index: the value itself when
+    they are consecutive); other values keep schema order.
+    """
+    if all(isinstance(v, int) and not isinstance(v, bool) for v in values):
+        ordered = sorted(set(values))
+    else:
+        ordered = list(dict.fromkeys(values))
+    start = int(space.start)
+
+    def convert(value: Any) -> int:
+        if value not in ordered:
+            raise InvalidActionError(f"{value!r} is not one of {ordered}")
+        return start + ordered.index(value)
+
+    return convert
+
+
+def _field(
     name: str, space: spaces.Space[Any], props: Mapping[str, Any], required: set[str]
-) -> Param:
-    prop = props.get(name, {})
+) -> tuple[Param, Converter]:
+    """One tool parameter for an action field, and its argument -> action-value converter."""
+    prop = props.get(name)
+    prop = prop if isinstance(prop, Mapping) else {}
     annotation = _annotation(space)
-    enum = prop.get("enum") if isinstance(prop, Mapping) else None
-    if isinstance(enum, list) and enum and all(isinstance(v, str | int) for v in enum):
+    description = prop.get("description") or _describe(space)
+    convert: Converter = functools.partial(_convert, space)
+    enum = prop.get("enum")
+    if (
+        isinstance(space, spaces.Discrete)
+        and isinstance(enum, list)
+        and enum
+        and all(isinstance(v, str | int) for v in enum)
+    ):
         annotation = Literal[tuple(enum)]
-    elif annotation is None and isinstance(prop, Mapping):
+        description = prop.get("description") or f"One of {', '.join(map(str, enum))}."
+        convert = _enum_converter(enum, space)
+    elif annotation is None:
         annotation = _JSON_TYPES.get(str(prop.get("type")))
     if annotation is None:
         raise ConfigurationError(
             f"no tool parameter type fits action field {name!r} ({space}); "
             "pass interface= with your own TextInterface"
         )
-    description = (prop.get("description") if isinstance(prop, Mapping) else None) or _describe(
-        space
-    )
-    default = _NO_DEFAULT
-    if name not in required and isinstance(prop, Mapping) and "default" in prop:
-        default = prop["default"]
-    return Param(name, annotation, " ".join(str(description).split()), default)
+    default = prop["default"] if name not in required and "default" in prop else _NO_DEFAULT
+    return Param(name, annotation, " ".join(str(description).split()), default), convert
 
 
 def interface_from_space(
@@ -354,7 +402,8 @@ def interface_from_space(
     Args:
         action_space: The env's (single) action space.
         schema: The action's JSON schema (``openenv/Generic-v0``: the server's
-            ``/schema``): names the tool after the action model, describes parameters.
+            ``/schema``): names the tool after the action model, describes parameters,
+            maps ``enum`` fields to their values.
         tool_name: The tool's name (default: from the schema's title, else ``act``).
 
     Raises:
@@ -363,27 +412,40 @@ def interface_from_space(
     props: Mapping[str, Any] = (schema or {}).get("properties") or {}
     required = set((schema or {}).get("required") or [])
     name = tool_name or _schema_title_name(schema)
+    parse: Callable[[str], Any]
     if isinstance(action_space, spaces.Dict):
-        fields = dict(action_space.spaces)
-        params = tuple(_schema_param(k, s, props, required) for k, s in fields.items())
+        fields = {k: _field(k, s, props, required) for k, s in action_space.spaces.items()}
 
         def to_action(args: Mapping[str, Any]) -> Any:
-            return {k: _convert(s, args[k]) for k, s in fields.items() if k in args}
+            values = {k: args.get(k, p.default) for k, (p, _) in fields.items()}
+            missing = [k for k, v in values.items() if v is _NO_DEFAULT]
+            if missing:
+                raise InvalidActionError(f"missing field(s) {', '.join(missing)}")
+            return {k: convert(values[k]) for k, (_, convert) in fields.items()}
 
-        keys = ", ".join(fields)
-        instructions = f"Answer with a JSON object with the fields {keys}."
+        params = tuple(param for param, _ in fields.values())
+        instructions = f"Answer with a JSON object with the fields {', '.join(fields)}."
+        parse = _json_parser(to_action, None)
     else:
         # a one-field action: the schema names that field, if it has just one
         wanted = [k for k in props if k != "metadata"]
         wanted = [k for k in wanted if k in required] or wanted
-        param = wanted[0] if len(wanted) == 1 else "action"
-        params = (_schema_param(param, action_space, props, required),)
+        key = wanted[0] if len(wanted) == 1 else "action"
+        param, convert = _field(key, action_space, props, required)
 
         def to_action(args: Mapping[str, Any]) -> Any:
-            return _convert(action_space, args[param])
+            if key not in args:
+                raise InvalidActionError(f"missing {key}")
+            return convert(args[key])
 
-        instructions = f"Answer with the action: {params[0].description}"
-    parse = _parser(action_space, to_action)
+        params = (param,)
+        instructions = f"Answer with the action: {param.description}"
+        if isinstance(action_space, spaces.Text):
+            parse = _text_parse
+        elif isinstance(action_space, spaces.Discrete) and param.annotation is int:
+            parse = _parse_int
+        else:
+            parse = _json_parser(to_action, key)
     return TextInterface(
         name,
         "Take one action in the environment.",
@@ -395,37 +457,45 @@ def interface_from_space(
 
 
 _INT = re.compile(r"-?\d+")
-_JSON_OBJECT = re.compile(r"\{.*\}", re.S)
+_JSON_VALUE = re.compile(
+    r"\{.*\}|\[.*\]|\"(?:[^\"\\]|\\.)*\"|-?\d+(?:\.\d+)?(?:[eE][-+]?\d+)?", re.S
+)
 
 
-def _parser(
-    space: spaces.Space[Any], to_action: Callable[[Mapping[str, Any]], Any]
+def _parse_int(text: str) -> int:
+    found = _INT.findall(_answer(text))
+    if not found:
+        raise InvalidActionError("no action found: answer with an integer")
+    return int(found[-1])
+
+
+def _json_parser(
+    to_action: Callable[[Mapping[str, Any]], Any], key: str | None
 ) -> Callable[[str], Any]:
-    if isinstance(space, spaces.Text):
-        return _text_parse
-    if isinstance(space, spaces.Discrete):
+    """Answers in JSON: an object of the fields (``key`` None), or the one field's value.
 
-        def parse_int(text: str) -> int:
-            found = _INT.findall(_answer(text))
-            if not found:
-                raise InvalidActionError("no action found: answer with an integer")
-            return int(found[-1])
+    The whole answer is tried first, then the last JSON-looking part of it.
+    """
 
-        return parse_int
+    def parse(text: str) -> Any:
+        answer = _answer(text)
+        candidates = [answer, *reversed(_JSON_VALUE.findall(answer))]
+        for candidate in candidates:
+            try:
+                value = json.loads(candidate)
+            except json.JSONDecodeError:
+                continue
+            if key is None:
+                if isinstance(value, dict):
+                    return to_action(value)
+                continue
+            if isinstance(value, dict) and key in value:
+                value = value[key]
+            return to_action({key: value})
+        what = "a JSON object" if key is None else "a JSON value"
+        raise InvalidActionError(f"no action found: answer with {what}")
 
-    def parse_json(text: str) -> Any:
-        match = _JSON_OBJECT.search(_answer(text))
-        try:
-            value = json.loads(match.group()) if match else None
-        except json.JSONDecodeError:
-            value = None
-        if isinstance(value, dict):
-            return to_action(value)
-        if match is None or isinstance(space, spaces.Dict):
-            raise InvalidActionError("no action found: answer with a JSON object")
-        return to_action({"action": value})
-
-    return parse_json
+    return parse
 
 
 def text_interface(env: Any, *, tool_name: str | None = None) -> TextInterface:

@@ -49,6 +49,7 @@ from openenv_gym.exceptions import (
 from openenv_gym.integrations.lockstep import Lockstep, Turn, step_text
 from openenv_gym.integrations.text import TextInterface, text_interface
 from openenv_gym.providers import Provider, make_provider
+from openenv_gym.transport import loop
 
 __all__ = [
     "EnvironmentFactory",
@@ -75,6 +76,19 @@ def _class_name(env_id: str) -> str:
     words = re.findall(r"[A-Za-z0-9]+", base) or ["Tool"]
     name = "".join(w[:1].upper() + w[1:] for w in words)
     return f"{name}Env" if name[0].isalpha() else f"Env{name}"
+
+
+def close_anywhere(close: Callable[[], None]) -> None:
+    """Run a blocking ``close`` from any thread, finalizers included.
+
+    The garbage collector runs finalizers on whichever thread it happens to be on, the
+    event-loop thread included, where blocking calls are refused: from there the close
+    runs on a thread of its own.
+    """
+    if loop.on_loop_thread():
+        threading.Thread(target=close, name="openenv-gym-close", daemon=True).start()
+    else:
+        close()
 
 
 def _seed(value: Any, column: str) -> int | None:
@@ -114,7 +128,7 @@ class OpenEnvToolEnv:
     def __init__(self, factory: EnvironmentFactory, env: Any) -> None:
         self._factory = factory
         self._env = env
-        self._finalizer = weakref.finalize(self, env.close)
+        self._finalizer = weakref.finalize(self, close_anywhere, env.close)
         self._return = 0.0
         self._started = False
         self._done = False
@@ -178,6 +192,8 @@ class OpenEnvToolEnv:
                 "The episode is over: no more tool calls are accepted. Give your final answer."
             )
         action = self.interface.to_action(arguments)
+        if not self._env.action_space.contains(action):
+            raise InvalidActionError(f"{action!r} is not a valid action ({self._env.action_space})")
         obs, reward, terminated, truncated, info = self._env.step(action)
         reward, terminated, truncated = float(reward), bool(terminated), bool(truncated)
         self._return += reward
@@ -189,7 +205,7 @@ class OpenEnvToolEnv:
     def _replace_env(self) -> None:
         self._finalizer()
         self._env = self._factory._new_env()
-        self._finalizer = weakref.finalize(self, self._env.close)
+        self._finalizer = weakref.finalize(self, close_anywhere, self._env.close)
 
     def _close(self) -> None:
         """Close the session (also done when the instance is collected, or at exit)."""
@@ -566,7 +582,7 @@ class VectorRolloutFunc:
         self.close()
         kwargs = {"autoreset_mode": "Disabled", **self.make_kwargs}
         envs = gymnasium.make_vec(self.env_id, num_envs=n, **kwargs)
-        self._finalizer = weakref.finalize(self, envs.close)
+        self._finalizer = weakref.finalize(self, close_anywhere, envs.close)
         self._envs = envs
         self._lockstep = Lockstep(envs, self.interface)
         return self._lockstep

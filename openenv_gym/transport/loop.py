@@ -17,7 +17,7 @@ from typing import Any, TypeVar
 from openenv_gym.config import env_flag
 from openenv_gym.exceptions import UsageError
 
-__all__ = ["call_soon", "get_loop", "run"]
+__all__ = ["call_soon", "get_loop", "on_loop_thread", "run"]
 
 T = TypeVar("T")
 
@@ -79,6 +79,11 @@ def run(coro: Coroutine[Any, Any, T]) -> T:
             with contextlib.suppress(BaseException):
                 future.result(timeout=1.0)
         raise
+
+
+def on_loop_thread() -> bool:
+    """True on the background loop's own thread (where blocking calls are refused)."""
+    return _thread is not None and threading.current_thread() is _thread
 
 
 def call_soon(factory: Callable[[], Coroutine[Any, Any, Any]]) -> None:

@@ -38,3 +38,33 @@ def test_wordle_throughput_smoke(protocol: str) -> None:
     episodes, wins = int(won.group(1)), int(won.group(2))
     assert episodes > 0
     assert wins > episodes // 2  # the solver wins nearly every game; a broken env would not
+
+
+def _has_trl() -> bool:
+    import importlib.util
+
+    return all(importlib.util.find_spec(m) is not None for m in ("trl", "torch", "datasets"))
+
+
+trl_only = pytest.mark.skipif(not _has_trl(), reason="needs the trl extra")
+
+
+@trl_only
+@pytest.mark.trl
+@pytest.mark.parametrize("rollout", ["tools", "lockstep"])
+def test_trl_wordle_grpo_smoke(rollout: str) -> None:
+    out = run_example("trl_wordle_grpo.py", "--rollout", rollout)
+    assert f"rollout: {rollout}" in out
+    assert "steps: 2 " in out
+    rewards = re.search(r"reward per step: (.+)", out)
+    assert rewards is not None, out
+    assert len(rewards.group(1).split(", ")) == 2  # one logged reward per GRPO step
+
+
+@trl_only
+def test_vllm_wordle_smoke() -> None:
+    out = run_example("vllm_wordle.py")
+    games = re.search(r"games: (\d+)\s+finished: (\d+)", out)
+    assert games is not None, out
+    assert games.group(1) == games.group(2) == "4"  # every game played to its end
+    assert "You are Playing Wordle." in out

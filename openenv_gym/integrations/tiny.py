@@ -1,16 +1,25 @@
-"""A tiny offline chat model for TRL tests on CPU: no hub, no download, seconds to build.
+"""A tiny offline chat model: smoke runs and tests of LLM loops on CPU, no hub, no download.
 
 The tokenizer is a byte-level BPE trained here on a few lines of chat and game text, with
 Qwen's chat markers as special tokens and the tool tags as plain added tokens (special
 tokens are dropped on decode, and TRL's tool-call parser must see the tags). Its chat
 template is TRL's own Qwen2.5 copy, so TRL recognises it: it attaches the Qwen tool-call
 parser and a prefix-preserving training template. The model is a 2-layer Qwen2 with
-random weights.
+random weights (it writes nonsense: enough to exercise every code path).
+
+    tokenizer = tiny_tokenizer()
+    model = tiny_model(tokenizer)
+    config = cpu_grpo_config("out/")    # a GRPOConfig that trains on 2 CPU cores
+
+Needs the ``trl`` extra (transformers, tokenizers, torch, trl).
 """
 
 from __future__ import annotations
 
 import json
+from typing import Any
+
+__all__ = ["cpu_grpo_config", "tiny_model", "tiny_tokenizer"]
 
 SPECIAL = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"]
 TOOL_TAGS = ["<tool_call>", "</tool_call>", "<tool_response>", "</tool_response>"]
@@ -31,7 +40,8 @@ def _corpus() -> list[str]:
     return lines * 16
 
 
-def build_tokenizer():
+def tiny_tokenizer() -> Any:
+    """The tokenizer: byte-level BPE trained on the spot, Qwen2.5 chat template."""
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
     from transformers import PreTrainedTokenizerFast
     from trl.chat_template_utils import qwen2_5_chat_template
@@ -59,7 +69,8 @@ def build_tokenizer():
     return tokenizer
 
 
-def build_model(tokenizer, seed: int = 0):
+def tiny_model(tokenizer: Any, seed: int = 0) -> Any:
+    """A 2-layer Qwen2 causal LM (about 35k parameters) with random weights."""
     import torch
     from transformers import Qwen2Config, Qwen2ForCausalLM
 
@@ -83,7 +94,7 @@ def build_model(tokenizer, seed: int = 0):
     return model
 
 
-def grpo_config(output_dir: str, **overrides):
+def cpu_grpo_config(output_dir: str, **overrides: Any) -> Any:
     """A GRPOConfig for a 2-core CPU box: fp32, no checkpointing, no logging backends."""
     from trl import GRPOConfig
 
@@ -98,10 +109,15 @@ def grpo_config(output_dir: str, **overrides):
         "report_to": "none",
         "save_strategy": "no",
         "bf16": False,
-        "gradient_checkpointing": False,
         "use_cpu": True,
         "dataloader_num_workers": 0,
         "seed": 0,
     }
+    # on by default in GRPOConfig; renamed activation_checkpointing in transformers 5.2x
+    fields = getattr(GRPOConfig, "__dataclass_fields__", {})
+    if "activation_checkpointing" in fields:
+        kwargs["activation_checkpointing"] = False
+    else:
+        kwargs["gradient_checkpointing"] = False
     kwargs.update(overrides)
     return GRPOConfig(**kwargs)

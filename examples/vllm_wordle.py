@@ -1,0 +1,82 @@
+"""Evaluate a model on N Wordle games at once: one batched vLLM generation per turn.
+
+    pip install "openenv-gym[trl]" vllm
+    python examples/vllm_wordle.py --model Qwen/Qwen3-0.6B --num-envs 64
+
+    python examples/vllm_wordle.py --smoke      # CPU, offline, tiny random model
+
+Each turn, every game still running becomes a chat prompt; all of them go to the model in
+one ``generate`` call; each answer's ``[word]`` is the guess; the games step together
+(``openenv_gym.integrations.vllm.play`` over an ``OpenEnvVectorEnv``). The servers start
+locally unless ``--base-url`` points at one.
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+
+import gymnasium
+
+import openenv_gym
+from openenv_gym.integrations.vllm import play, transformers_generate, vllm_generate
+
+gymnasium.register_envs(openenv_gym)
+
+
+def parse_args() -> argparse.Namespace:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--model", default="Qwen/Qwen3-0.6B")
+    p.add_argument("--num-envs", type=int, default=64)
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--max-tokens", type=int, default=256, help="per answer")
+    p.add_argument("--base-url", default=None, help="a running Wordle server (default: local)")
+    p.add_argument("--smoke", action="store_true", help="CPU, offline, tiny model, 4 games")
+    return p.parse_args()
+
+
+def main() -> None:
+    args = parse_args()
+    template: dict[str, object] = {}
+    if args.smoke:
+        from openenv_gym.integrations.tiny import tiny_model, tiny_tokenizer
+
+        tokenizer = tiny_tokenizer()
+        generate = transformers_generate(tiny_model(tokenizer), tokenizer, max_new_tokens=16)
+        num_envs = 4
+    else:
+        from vllm import LLM, SamplingParams
+
+        llm = LLM(args.model)
+        tokenizer = llm.get_tokenizer()
+        params = SamplingParams(max_tokens=args.max_tokens, temperature=0.7)
+        generate = vllm_generate(llm, params)
+        template = {"enable_thinking": False}
+        num_envs = args.num_envs
+    where = {"base_url": args.base_url} if args.base_url else {}
+    envs = gymnasium.make_vec("openenv/Wordle-v0", num_envs=num_envs, **where)
+    try:
+        start = time.perf_counter()
+        episodes = play(
+            envs,
+            generate,
+            tokenizer=tokenizer,
+            seed=list(range(args.seed, args.seed + num_envs)),
+            max_turns=12,
+            chat_template_kwargs=template,
+        )
+        seconds = time.perf_counter() - start
+    finally:
+        envs.close()
+    turns = sum(len(e.turns) for e in episodes)
+    wins = sum(e.reward == 1.0 for e in episodes)
+    print(f"games: {len(episodes)}  finished: {sum(e.done for e in episodes)}  won: {wins}")
+    print(f"mean return: {sum(e.reward for e in episodes) / len(episodes):.3f}")
+    print(f"turns: {turns}  time: {seconds:.1f} s  turns/s: {turns / seconds:.1f}")
+    print("first game:")
+    for message in episodes[0].messages[-4:]:
+        print(f"  {message['role']}: {message['content'][:100]!r}")
+
+
+if __name__ == "__main__":
+    main()
