@@ -38,8 +38,10 @@ from typing import Any
 __all__ = [
     "ECHO_ACTION",
     "MIN_ROUNDS",
+    "TOOL_WORDS",
     "WORDLE_WORDS",
     "ActionPlan",
+    "ToolCallBench",
     "percentile",
     "run_async_worker",
     "run_worker",
@@ -52,6 +54,14 @@ WORDLE_WORDS = ("crane", "slate", "pious", "mound", "brick", "flint")
 
 MIN_ROUNDS = 3
 """Fewest timed rounds per measurement, however long one round takes."""
+
+TOOL_WORDS = (
+    "crane", "slate", "pious", "mound", "brick", "flint", "ghost", "dwarf", "jumpy", "vixen",
+    "chalk", "plumb", "swift", "gleam", "nymph", "board", "tried", "lucky", "femur", "zesty",
+    "wrung", "spicy", "blown", "exist", "quack", "dough", "thump", "rival", "scarf", "glyph",
+)  # fmt: skip
+"""Distinct valid guesses for the tool-call rows: game ``g`` plays words ``6g ..`` in turn."""
+TOOL_GUESSES = 6
 
 
 class ActionPlan:
@@ -79,6 +89,45 @@ class ActionPlan:
         if self.wordle:
             # -1: the next round is the reset, after which the first word is due again
             self._turn = [-1 if d else t + 1 for t, d in zip(self._turn, done, strict=True)]
+
+
+class ToolCallBench:
+    """The tool-call rows' script: one Wordle tool call per timed unit, games reset untimed.
+
+    Game ``g`` is ``reset(seed=g)`` and then guesses six distinct valid words of
+    :data:`TOOL_WORDS` until the env says the game is over (six guesses, or a win). The
+    runner's worker calls :meth:`prepare` (untimed: starts the next game when the last one
+    ended) before every timed :meth:`call`. Subclasses implement ``_reset(seed)`` and
+    ``_guess(word) -> done``, plus ``setup()`` / ``close()`` and ``server_pids`` / ``params``.
+    """
+
+    def __init__(self) -> None:
+        self._game = -1
+        self._turn = 0
+        self._over = True
+        self.resets = 0
+
+    def _reset(self, seed: int) -> None:
+        raise NotImplementedError
+
+    def _guess(self, word: str) -> bool:
+        raise NotImplementedError
+
+    def prepare(self) -> None:
+        """Start the next game if the last one is over (not part of any timed call)."""
+        if self._over:
+            self._game += 1
+            self._turn = 0
+            self._reset(self._game)
+            self._over = False
+            self.resets += 1
+
+    def call(self) -> None:
+        """One tool call: the game's next word."""
+        word = TOOL_WORDS[(self._game * TOOL_GUESSES + self._turn) % len(TOOL_WORDS)]
+        self._turn += 1
+        done = self._guess(word)
+        self._over = done or self._turn >= TOOL_GUESSES
 
 
 def percentile(values: list[float], q: float) -> float:
@@ -148,6 +197,34 @@ def _warm(round_: Callable[[], int], warmup: float) -> None:
         round_()
 
 
+def _warm_calls(bench: Any, warmup: float) -> None:
+    end = time.perf_counter() + warmup
+    while True:
+        bench.prepare()
+        bench.call()
+        if time.perf_counter() >= end:
+            return
+
+
+def _timed_calls(bench: Any, duration: float) -> dict[str, Any]:
+    """Time each ``call()`` alone; ``elapsed`` is the time spent in calls, not the window."""
+    pc = time.perf_counter
+    lat: list[float] = []
+    resets = bench.resets
+    start = pc()
+    while True:
+        bench.prepare()
+        a = pc()
+        bench.call()
+        b = pc()
+        lat.append(b - a)
+        if b - start >= duration and len(lat) >= MIN_ROUNDS:
+            break
+    out = _summary(lat, len(lat), sum(lat))
+    out["params"] = {"window_s": round(b - start, 4), "resets_in_window": bench.resets - resets}
+    return out
+
+
 def _error(exc: BaseException) -> str:
     return "".join(traceback.format_exception(exc))
 
@@ -157,7 +234,8 @@ def run_worker(factory: Callable[[dict[str, Any]], Any]) -> None:
 
     ``factory(spec)`` makes the bench of one cell. A bench has ``setup() -> dict`` (extra
     setup fields; it sets ``server_pids`` and ``params``), ``close()``, and either
-    ``round() -> env-steps`` (a step benchmark: warm-up, then a timed loop of rounds) or
+    ``round() -> env-steps`` (a step benchmark: warm-up, then a timed loop of rounds),
+    ``prepare()`` and ``call()`` (a :class:`ToolCallBench`: only each ``call`` is timed) or
     ``measure_once() -> dict`` (a one-shot measurement, e.g. opening sessions).
     """
     channel = _Channel()
@@ -186,12 +264,20 @@ def run_worker(factory: Callable[[dict[str, Any]], Any]) -> None:
                     )
                 elif kind == "measure":
                     one_shot = getattr(bench, "measure_once", None)
-                    if one_shot is None:
+                    calls = isinstance(bench, ToolCallBench)
+                    if calls:
+                        _warm_calls(bench, cmd["warmup"])
+                    elif one_shot is None:
                         _warm(bench.round, cmd["warmup"])
                     channel.send(event="ready")
                     if channel.receive()["cmd"] != "go":
                         break
-                    result = one_shot() if one_shot else _timed(bench.round, cmd["duration"])
+                    if calls:
+                        result = _timed_calls(bench, cmd["duration"])
+                    elif one_shot is not None:
+                        result = one_shot()
+                    else:
+                        result = _timed(bench.round, cmd["duration"])
                     channel.send(event="result", **result)
                 elif kind == "close":
                     close()

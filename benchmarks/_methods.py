@@ -6,8 +6,9 @@ Methods (the README defines them): ``a`` OpenEnvVectorEnv over the batched proto
 ``b`` the same over OpenEnv's JSON ``/ws``, ``d`` ``gymnasium.vector.AsyncVectorEnv`` of
 our single env, ``e`` ``SyncVectorEnv`` of the env logic in process (no network), ``f``
 the raw msgpack/WebSocket ceiling, ``shard`` OpenEnvVectorEnv over K servers of the busy
-env, ``open`` the time to open N sessions on a running server. Method ``c`` (the official
-OpenEnv client) runs under the OpenEnv interpreter: ``_openenv_side.py``.
+env, ``open`` the time to open N sessions on a running server, ``tool`` one Wordle tool call
+through our TRL integration (``environment_factory``). Method ``c`` and the official-client
+rows of ``tool`` run under the OpenEnv interpreter: ``_openenv_side.py``.
 
 Every worker speaks the line protocol of :mod:`_harness` on stdin/stdout.
 """
@@ -21,7 +22,8 @@ from typing import Any
 
 import gymnasium
 import numpy as np
-from _harness import ActionPlan, run_async_worker, run_worker
+import psutil
+from _harness import ActionPlan, ToolCallBench, run_async_worker, run_worker
 
 import openenv_gym
 from openenv_gym.env import reply_info
@@ -275,6 +277,48 @@ class OpenBench:
         self.provider.close()
 
 
+class TrlToolBench(ToolCallBench):
+    """tool (ours): one instance of ``environment_factory("openenv/Wordle-v0", ...)()``.
+
+    As TRL uses it: the factory starts one shared local Wordle server, the instance owns one
+    session; ``reset(seed=g)`` then ``guess(word=...)`` tool calls, each returning the text
+    the model would read.
+    """
+
+    def __init__(self, protocol: str) -> None:
+        super().__init__()
+        self.protocol = protocol
+        self.factory: Any = None
+        self.env: Any = None
+        self.server_pids: list[int] = []
+        self.params: dict[str, Any] = {
+            "client": "openenv_gym.integrations.trl.environment_factory, one instance",
+            "server": "openenv-gym serve wordle (the factory's shared local server)",
+        }
+
+    def setup(self) -> dict[str, Any]:
+        from openenv_gym.integrations.trl import environment_factory
+
+        self.factory = environment_factory(ENV_IDS["wordle"], protocol=self.protocol)
+        self.env = self.factory()
+        # the factory's server is this worker's only child process
+        self.server_pids = [c.pid for c in psutil.Process().children(recursive=True)]
+        self.params["protocol"] = self.env.env.unwrapped.protocol
+        self.params["tool"] = self.env.interface.tool_name
+        return {}
+
+    def _reset(self, seed: int) -> None:
+        self.env.reset(seed=seed)
+
+    def _guess(self, word: str) -> bool:
+        self.env.guess(word=word)
+        return bool(self.env.done)
+
+    def close(self) -> None:
+        if self.factory is not None:
+            self.factory.close()
+
+
 def make_bench(spec: dict[str, Any]) -> Any:
     """The bench of one cell: ``spec`` has ``method``, ``env``, ``n`` and the method's options."""
     method, env, n = spec["method"], spec.get("env", "echo"), spec["n"]
@@ -292,13 +336,17 @@ def make_bench(spec: dict[str, Any]) -> Any:
         return InProcessBench(env, n)
     if method == "open":
         return OpenBench(env, n, spec["protocol"])
+    if method == "tool":
+        return TrlToolBench(spec["protocol"])
     raise ValueError(f"unknown method {method!r}")
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument(
-        "--method", required=True, choices=["a", "b", "d", "e", "f", "shard", "open", "docker"]
+        "--method",
+        required=True,
+        choices=["a", "b", "d", "e", "f", "shard", "open", "docker", "tool"],
     )
     args = parser.parse_args()
     if args.method == "f":

@@ -2,6 +2,7 @@
 
     python _openenv_side.py serve --env echo --max-concurrent-envs 1024   # prints its port
     python _openenv_side.py client    # then {"cmd": "open", "spec": {"url", "env", "n"}}
+    python _openenv_side.py tool-client   # the official rows of method ``tool``
     python _openenv_side.py versions
 
 ``serve`` hosts OUR environment logic (``openenv_gym_servers``' Echo and Wordle classes and
@@ -19,6 +20,12 @@ action and observation models passed to ``create_app`` are ours, unchanged.
 ``openenv.core.generic_client.GenericEnvClient``, one session each, stepped in lockstep with
 ``asyncio.gather``. A sub-env whose episode ended is reset in the next round instead of
 stepped, as Gymnasium's NEXT_STEP autoreset does, and that reset counts as an env-step.
+
+``tool-client`` is the official side of method ``tool``: one synchronous official client,
+``GenericEnvClient(base_url=url).sync()``, whose ``step({"message": "[word]"})`` is timed as
+one Wordle tool call, either against OpenEnv's server above (``url`` given) or against our
+own local Wordle server, which the worker starts with ``LocalProvider`` under our
+interpreter (``server_python``).
 """
 
 from __future__ import annotations
@@ -31,7 +38,7 @@ import socket
 import sys
 from typing import Any
 
-from _harness import ActionPlan, run_async_worker, watch_stdin_then
+from _harness import ActionPlan, ToolCallBench, run_async_worker, run_worker, watch_stdin_then
 
 from openenv_gym.server.openenv_app import as_openenv_environment as adapt
 
@@ -127,6 +134,55 @@ class GatherBench:
         await asyncio.gather(*(c.close() for c in self.clients), return_exceptions=True)
 
 
+class OfficialToolBench(ToolCallBench):
+    """tool (official): one sync ``GenericEnvClient``; a call is ``step({"message": ...})``."""
+
+    def __init__(self, url: str, server_python: str) -> None:
+        super().__init__()
+        self.url, self.server_python = url, server_python
+        self.provider: Any = None
+        self.client: Any = None
+        self.server_pids: list[int] = []
+        self.params: dict[str, Any] = {
+            "client": "openenv.core.generic_client.GenericEnvClient(...).sync()",
+            "protocol": "json",
+            "server": (
+                "openenv create_app + adapter, uvicorn"
+                if url
+                else "openenv-gym serve wordle (LocalProvider, our interpreter)"
+            ),
+            "websocket_compression": "permessage-deflate (the client's default)",
+        }
+
+    def setup(self) -> dict[str, Any]:
+        from openenv.core.generic_client import GenericEnvClient
+
+        url = self.url
+        if not url:
+            from openenv_gym.providers import LocalProvider
+
+            self.provider = LocalProvider("wordle", python=self.server_python or None)
+            url = self.provider.start()[0]
+            self.server_pids = self.provider.pids
+        self.client = GenericEnvClient(base_url=url).sync()
+        self.client.connect()
+        return {}
+
+    def _reset(self, seed: int) -> None:
+        self.client.reset(seed=seed)
+
+    def _guess(self, word: str) -> bool:
+        return bool(self.client.step({"message": f"[{word}]"}).done)
+
+    def close(self) -> None:
+        try:
+            if self.client is not None:
+                self.client.close()
+        finally:
+            if self.provider is not None:
+                self.provider.close()
+
+
 def versions() -> None:
     """Print what this interpreter has, and whether it can run method (c) at all."""
     out: dict[str, Any] = {"python": sys.version.split()[0], "ok": True, "problem": None}
@@ -164,7 +220,7 @@ def versions() -> None:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("mode", choices=["serve", "client", "versions"])
+    parser.add_argument("mode", choices=["serve", "client", "tool-client", "versions"])
     parser.add_argument("--env", default="echo", choices=["echo", "wordle"])
     parser.add_argument("--max-concurrent-envs", type=int, default=1024)
     parser.add_argument("--loop", default="auto", choices=["auto", "asyncio", "uvloop"])
@@ -173,6 +229,10 @@ def main() -> None:
         serve(args)
     elif args.mode == "client":
         run_async_worker(lambda spec: GatherBench(spec["url"], spec["env"], spec["n"]))
+    elif args.mode == "tool-client":
+        run_worker(
+            lambda spec: OfficialToolBench(spec.get("url", ""), spec.get("server_python", ""))
+        )
     else:
         versions()
 

@@ -25,7 +25,16 @@ METHODS: dict[str, str] = {
     "shard": "OpenEnvVectorEnv over K servers",
     "docker": "OpenEnvVectorEnv over 4 containers vs 4 local servers",
     "open": "open N sessions on a running server",
+    "tool": "one Wordle tool call: TRL environment_factory vs official client",
 }
+
+TOOL_ROWS = {
+    "trl batch": "ours: `environment_factory(...)()` `.guess(word=...)`, batched protocol",
+    "trl json": 'ours: the same with `protocol="json"` (OpenEnv\'s /ws)',
+    "official our-server": "official `GenericEnvClient.sync().step()`, our Wordle server's /ws",
+    "official openenv-server": "official `GenericEnvClient.sync().step()`, OpenEnv's server",
+}
+"""The variants of method ``tool``, in report order."""
 
 Key = tuple[str, str, int, str]
 
@@ -84,7 +93,7 @@ def markdown(rows: Sequence[dict[str, Any]], *, title: str = "", notes: Sequence
     """The run's Markdown report: a steps/s grid per env, the detail table, the extra rows."""
     summary = cells(rows)
     lines: list[str] = [f"# {title}", ""] if title else []
-    step_keys = [k for k in summary if k[0] not in ("shard", "open", "docker")]
+    step_keys = [k for k in summary if k[0] not in ("shard", "open", "docker", "tool")]
     envs = sorted({k[1] for k in step_keys if k[1] != "raw"})
     ns = sorted({k[2] for k in step_keys})
     for env in envs:
@@ -99,23 +108,24 @@ def markdown(rows: Sequence[dict[str, Any]], *, title: str = "", notes: Sequence
             ]
             lines.append(f"| ({method}) {METHODS.get(method, method)} | " + " | ".join(cols) + " |")
         lines.append("")
-    lines += [
-        "### Detail (medians; latency is one vector step / gather round / frame round trip)",
-        "",
-        "| method | env | N | steps/s | p50 ms | p99 ms | client µs/step | server µs/step "
-        "| client MB | server MB | other CPU max |",
-        "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
-    ]
-    for key in sorted(step_keys, key=lambda k: (k[1], k[2], _order(k[0]))):
-        s = summary[key]
-        method, env, n, _ = key
-        lines.append(
-            f"| {method} | {env} | {n} | {_num(s['steps_per_s'])} | {_num(s['p50_ms'], 3)} "
-            f"| {_num(s['p99_ms'], 3)} | {_num(s['client_cpu_us_per_step'], 1)} "
-            f"| {_num(s['server_cpu_us_per_step'], 1)} | {_num(s['client_rss_mb'])} "
-            f"| {_num(s['server_rss_mb'])} | {s['other_cpu_max']:.2f} |"
-        )
-    lines.append("")
+    if step_keys:
+        lines += [
+            "### Detail (medians; latency is one vector step / gather round / frame round trip)",
+            "",
+            "| method | env | N | steps/s | p50 ms | p99 ms | client µs/step | server µs/step "
+            "| client MB | server MB | other CPU max |",
+            "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+        ]
+        for key in sorted(step_keys, key=lambda k: (k[1], k[2], _order(k[0]))):
+            s = summary[key]
+            method, env, n, _ = key
+            lines.append(
+                f"| {method} | {env} | {n} | {_num(s['steps_per_s'])} | {_num(s['p50_ms'], 3)} "
+                f"| {_num(s['p99_ms'], 3)} | {_num(s['client_cpu_us_per_step'], 1)} "
+                f"| {_num(s['server_cpu_us_per_step'], 1)} | {_num(s['client_rss_mb'])} "
+                f"| {_num(s['server_rss_mb'])} | {s['other_cpu_max']:.2f} |"
+            )
+        lines.append("")
     shard = sorted((k for k in summary if k[0] == "shard"), key=lambda k: (k[2], k[3]))
     if shard:
         lines += [
@@ -161,6 +171,28 @@ def markdown(rows: Sequence[dict[str, Any]], *, title: str = "", notes: Sequence
             lines.append(
                 f"| {key[1]} | {key[2]} | {key[3]} | {_num(s['open_s'], 3)} "
                 f"| {_num(s['first_reset_s'], 3)} | {_num(s['server_cpu_s'], 2)} |"
+            )
+        lines.append("")
+    tool = sorted(
+        (k for k in summary if k[0] == "tool"),
+        key=lambda k: list(TOOL_ROWS).index(k[3]) if k[3] in TOOL_ROWS else len(TOOL_ROWS),
+    )
+    if tool:
+        lines += [
+            "### Tool-call round trip: one Wordle tool call (resets untimed)",
+            "",
+            "| variant | what | calls/s | p50 ms | p99 ms | client µs/call | server µs/call "
+            "| client MB | other CPU max |",
+            "|---|---|---:|---:|---:|---:|---:|---:|---:|",
+        ]
+        for key in tool:
+            s = summary[key]
+            lines.append(
+                f"| {key[3]} | {TOOL_ROWS.get(key[3], '')} | {_num(s['steps_per_s'])} "
+                f"| {_num(s['p50_ms'], 3)} | {_num(s['p99_ms'], 3)} "
+                f"| {_num(s['client_cpu_us_per_step'], 1)} "
+                f"| {_num(s['server_cpu_us_per_step'], 1)} | {_num(s['client_rss_mb'])} "
+                f"| {s['other_cpu_max']:.2f} |"
             )
         lines.append("")
     lines += ["### Targets", ""]
@@ -222,6 +254,16 @@ def ratio_lines(
         f"sharding, busy env N={n_shard}, 2 servers / 1 server: "
         + ratio(sps("shard", "busy", n_shard, "K=2"), sps("shard", "busy", n_shard, "K=1"))
     )
+    tools = {k[3]: s for k, s in summary.items() if k[0] == "tool"}
+    for ours in ("trl batch", "trl json"):
+        for official in ("official our-server", "official openenv-server"):
+            top, bottom = tools.get(ours), tools.get(official)
+            if top is None or bottom is None:
+                continue
+            out.append(
+                f"tool call, {ours} / {official}: calls/s {ratio_text(top, bottom)}, "
+                f"p50 {top['p50_ms']:.3f} / {bottom['p50_ms']:.3f} ms"
+            )
     for n in sorted({k[2] for k in summary if k[0] == "docker"}):
         out.append(
             f"wordle N={n}, 4 containers / 4 local servers: "
@@ -230,6 +272,14 @@ def ratio_lines(
             )
         )
     return out
+
+
+def ratio_text(top: dict[str, Any], bottom: dict[str, Any]) -> str:
+    """``1.23x (a / b)`` of two cells' calls (steps) per second."""
+    a, b = top.get("steps_per_s"), bottom.get("steps_per_s")
+    if not a or not b:
+        return "n/a"
+    return f"{a / b:.2f}x ({_num(a)} / {_num(b)})"
 
 
 def main() -> None:

@@ -9,13 +9,14 @@ protocol, (b) the same over OpenEnv's JSON /ws, (c) the official OpenEnv async c
 (asyncio.gather over N sessions) against OpenEnv's own server hosting the same env logic,
 (d) gymnasium AsyncVectorEnv of our single env, (e) SyncVectorEnv of the env logic in
 process, (f) the raw msgpack-over-WebSocket ceiling; plus ``shard`` (a CPU-bound env over
-1 vs 2 servers) and ``open`` (time to open N Wordle sessions on a running server).
+1 vs 2 servers), ``open`` (time to open N Wordle sessions on a running server) and
+``tool`` (one Wordle tool call through our TRL integration vs the official client).
 
 Each method runs in its own worker process, which speaks the small line protocol of
 ``_harness.py`` and opens each cell (env, N) afresh; this runner samples the CPU time of the
 worker, of its children and of the servers (psutil) exactly around the worker's timed loop.
-Method (c) runs under a separate interpreter that has ``openenv`` (``--openenv-python``);
-it is skipped, with a note, when there is none.
+Method (c) and the official-client rows of ``tool`` run under a separate interpreter that
+has ``openenv`` (``--openenv-python``); they are skipped, with a note, when there is none.
 """
 
 from __future__ import annotations
@@ -89,9 +90,12 @@ ROW_KEYS = (
 )
 """Every row has exactly these keys (``None`` where a metric does not apply)."""
 
-ALL_METHODS = ("a", "b", "c", "d", "e", "f", "shard", "open")
+ALL_METHODS = ("a", "b", "c", "d", "e", "f", "shard", "open", "tool")
 OPTIONAL_METHODS = ("docker",)  # needs a Docker engine and the images: only when asked for
 STEP_METHODS = ("a", "b", "c", "d", "e")
+OPENENV_METHODS = ("c", "tool")  # need the OpenEnv interpreter (tool: its official rows)
+TOOL_VARIANTS = ("trl batch", "trl json", "official our-server", "official openenv-server")
+"""Method tool: our TRL tool env over each protocol, the official sync client on each server."""
 OPENENV_PYTHON_VAR = "OPENENV_GYM_BENCH_OPENENV_PYTHON"
 DEFAULT_OPENENV_VENV = os.path.join(BENCH_DIR, ".venv-openenv")
 DEFAULT_OPENENV_SPEC = "openenv==0.10.0"
@@ -118,7 +122,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         "--methods",
         type=_csv(str),
         default=list(ALL_METHODS),
-        help="a,b,c,d,e,f,shard,open (and docker, opt-in)",
+        help="a,b,c,d,e,f,shard,open,tool (and docker, opt-in)",
     )
     p.add_argument("--repeats", type=int, default=None, help="measurements per cell (default 3)")
     p.add_argument("--duration", type=float, default=None, help="timed seconds each (default 3)")
@@ -137,7 +141,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument(
         "--openenv-python",
         default=None,
-        help=f"interpreter with openenv + openenv-gym for (c) (env {OPENENV_PYTHON_VAR}; "
+        help=f"interpreter with openenv + openenv-gym for (c), tool (env {OPENENV_PYTHON_VAR}; "
         f"default {os.path.relpath(DEFAULT_OPENENV_VENV, REPO_DIR)}, created if missing)",
     )
     p.add_argument("--openenv-spec", default=DEFAULT_OPENENV_SPEC, help="what to pip install")
@@ -248,7 +252,7 @@ def our_versions() -> dict[str, Any]:
 
 
 def probe_openenv(python: str) -> tuple[dict[str, Any] | None, str]:
-    """(versions, "") when ``python`` can run method (c); else (None, why not)."""
+    """(versions, "") when ``python`` can run method (c) (and tool's official rows)."""
     if not os.path.exists(python):
         return None, f"no interpreter at {python}"
     script = os.path.join(BENCH_DIR, "_openenv_side.py")
@@ -281,7 +285,7 @@ def create_openenv_venv(spec: str) -> None:
 
 
 def resolve_openenv(args: argparse.Namespace) -> tuple[str | None, dict[str, Any] | None, str]:
-    """(interpreter, its versions, why-not) for method (c)."""
+    """(interpreter, its versions, why-not) for method (c) and tool's official rows."""
     explicit = args.openenv_python or os.environ.get(OPENENV_PYTHON_VAR)
     if explicit:
         info, why = probe_openenv(explicit)
@@ -557,7 +561,19 @@ class Cell:
 
     @property
     def kind(self) -> str:
-        return "open" if self.method == "open" else "step"
+        return self.method if self.method in ("open", "tool") else "step"
+
+    @property
+    def worker(self) -> str:
+        """Which worker measures it: one per method, tool's official rows in their own."""
+        if self.method == "tool" and self.variant.startswith("official"):
+            return "tool-official"
+        return self.method
+
+    @property
+    def openenv_server(self) -> bool:
+        """Needs OpenEnv's own server (started by the runner before anything is measured)."""
+        return self.method == "c" or self.variant == "official openenv-server"
 
     @property
     def name(self) -> str:
@@ -565,7 +581,9 @@ class Cell:
         return f"({self.method}) {self.env} N={self.n}{variant}"
 
 
-def plan(args: argparse.Namespace, have_openenv: bool) -> tuple[list[Cell], list[str]]:
+def plan(
+    args: argparse.Namespace, have_openenv: bool, why_not: str = ""
+) -> tuple[list[Cell], list[str]]:
     """The cells of the run, N by N so peers are measured close in time; and skip notes."""
     cells: list[Cell] = []
     notes: list[str] = []
@@ -615,6 +633,15 @@ def plan(args: argparse.Namespace, have_openenv: bool) -> tuple[list[Cell], list
                     "open", "wordle", args.open_n, variant=protocol, options={"protocol": protocol}
                 )
             )
+    if "tool" in methods and "wordle" in args.envs:
+        for variant in TOOL_VARIANTS:
+            official = variant.startswith("official")
+            if official and not have_openenv:
+                continue
+            options = {"protocol": variant.split()[1]} if not official else {}
+            cells.append(Cell("tool", "wordle", 1, variant=variant, options=options))
+        if not have_openenv:
+            notes.append(f"(tool) official-client rows skipped: {why_not or 'no openenv'}")
     return cells, notes
 
 
@@ -744,16 +771,18 @@ class Run:
             server.wait_ready()
 
     def _worker(self, method: str) -> Worker:
-        """The method's worker, started on first use (and again if it died)."""
+        """The method's worker (``tool-official``: tool's official rows), started on first
+        use (and again if it died)."""
         worker = self.workers.get(method)
         if worker is not None:
             if worker.proc.poll() is None:
                 return worker
             self._drop_worker(method)
         self.started += 1
-        if method == "c":
+        if method in ("c", "tool-official"):
             assert self.openenv_python is not None
-            argv = [self.openenv_python, os.path.join(BENCH_DIR, "_openenv_side.py"), "client"]
+            mode = "client" if method == "c" else "tool-client"
+            argv = [self.openenv_python, os.path.join(BENCH_DIR, "_openenv_side.py"), mode]
         else:
             argv = [sys.executable, os.path.join(BENCH_DIR, "_methods.py"), "--method", method]
         log = os.path.join(self.logs, f"worker-{method}-{self.started}.log")
@@ -783,7 +812,10 @@ class Run:
     def _spec(self, cell: Cell) -> tuple[dict[str, Any], list[int], dict[str, Any]]:
         """What the worker opens, server pids only the runner knows, extra params."""
         spec = {"method": cell.method, "env": cell.env, "n": cell.n, **cell.options}
-        if cell.method != "c":
+        if cell.worker == "tool-official" and not cell.openenv_server:
+            # our own Wordle server, started by the worker under our interpreter
+            return {**spec, "server_python": sys.executable}, [], {}
+        if not cell.openenv_server:
             return spec, [], {}
         server = self.openenv_servers[cell.env]
         side = self.versions.get("openenv_side") or {}
@@ -811,7 +843,7 @@ class Run:
         repeats = args.repeats
         measured = 0
         progress.status(f"{cell.name}: starting")
-        worker = self._worker(cell.method)
+        worker = self._worker(cell.worker)
         opened = False
         try:
             spec, known_servers, params = self._spec(cell)
@@ -844,7 +876,7 @@ class Run:
             progress.note(f"FAILED {cell.name}: {last}")
             progress.advance(f"{cell.name} failed", repeats - measured)
             if not exc.reported:  # timed out or died: start the method's worker afresh
-                self._drop_worker(cell.method)
+                self._drop_worker(cell.worker)
             elif opened:
                 with contextlib.suppress(WorkerError):
                     worker.send(cmd="close")
@@ -884,13 +916,15 @@ class Run:
             busy_before=busy_before,
             open_s=_round(result.get("open_s"), 4),
             first_reset_s=_round(result.get("first_reset_s"), 4),
-            params=params,
+            params={**params, **result.get("params", {})},
         )
 
     @staticmethod
     def _short(row: dict[str, Any]) -> str:
         if row["kind"] == "open":
             return f"{row['method']} {row['env']} N={row['N']}: open {row['open_s']:.2f} s"
+        if row["kind"] == "tool":
+            return f"tool {row['variant']}: p50 {row['p50_ms']:.3f} ms"
         return f"{row['method']} {row['env']} N={row['N']}: {row['steps_per_s']:,.0f} steps/s"
 
 
@@ -907,19 +941,19 @@ def main(argv: list[str] | None = None) -> int:
     raise_fd_limit()
     versions = our_versions()
     openenv_python: str | None = None
-    skipped = ""
-    if "c" in args.methods:
+    skipped = why = ""
+    if set(OPENENV_METHODS) & set(args.methods):
         openenv_python, side, why = resolve_openenv(args)
         side = {k: v for k, v in (side or {}).items() if k not in ("ok", "problem")} or None
         versions["openenv"] = (side or {}).get("openenv")
         versions["openenv_side"] = side
-        if openenv_python is None:
+        if openenv_python is None and "c" in args.methods:
             skipped = f"(c) skipped: {why}"
             print(skipped, file=sys.stderr)
     else:
         versions["openenv"] = None
         versions["openenv_side"] = None
-    cells, notes = plan(args, openenv_python is not None)
+    cells, notes = plan(args, openenv_python is not None, why)
     if skipped:
         notes.insert(0, skipped)
     for note in notes:
@@ -928,13 +962,13 @@ def main(argv: list[str] | None = None) -> int:
     progress = Progress(len(cells) * args.repeats)
     interrupted = False
     try:
-        openenv_envs = sorted({cell.env for cell in cells if cell.method == "c"})
+        openenv_envs = sorted({cell.env for cell in cells if cell.openenv_server})
         if openenv_envs:
             progress.status("starting OpenEnv's servers")
             try:
                 run.start_openenv_servers(openenv_envs)
             except WorkerError as exc:
-                failed = [c for c in cells if c.method == "c"]
+                failed = [c for c in cells if c.openenv_server]
                 cells = run.fail_cells(cells, failed, f"OpenEnv server: {exc}", progress)
         for cell in cells:
             run.run_cell(cell, progress)

@@ -332,6 +332,10 @@ class EnvironmentFactory:
         """Start the server the instances share (our env ids, no base_url=, local/docker)."""
         runtime = self._runtime
         kwargs = dict(self.make_kwargs)
+        if self._ours():
+            # one session making one call at a time: nothing to batch, and OpenEnv's JSON
+            # protocol costs less per call (benchmarks/README.md, "tool")
+            kwargs.setdefault("protocol", "json")
         runtime.make_kwargs = kwargs
         provider = kwargs.get("provider")
         if not (self.share_server and self._ours()) or kwargs.get("base_url") is not None:
@@ -393,7 +397,9 @@ def environment_factory(
             process or container) per process for all instances, each with its own
             session. False: every instance starts its own.
         **make_kwargs: Passed to ``gymnasium.make`` (``base_url=``, ``provider=``,
-            ``max_episode_steps=``, ``timeouts=``, ...).
+            ``max_episode_steps=``, ``timeouts=``, ...). ``protocol`` defaults to
+            ``"json"`` here: each instance makes one call at a time, which OpenEnv's JSON
+            protocol serves with less overhead than the batched one.
 
     Raises:
         ConfigurationError: Unknown env id.

@@ -58,7 +58,7 @@ VERSION_KEYS = {"python", "openenv-gym", "gymnasium", "websockets", "msgpack", "
 def smoke(tmp_path_factory: pytest.TempPathFactory) -> tuple[list[dict], Path]:
     out = tmp_path_factory.mktemp("bench")
     done = subprocess.run(
-        [sys.executable, str(RUN), "--smoke", "--methods", "a,b,e,f", "--out-dir", str(out)],
+        [sys.executable, str(RUN), "--smoke", "--methods", "a,b,e,f,tool", "--out-dir", str(out)],
         capture_output=True,
         text=True,
         timeout=280,
@@ -71,13 +71,21 @@ def smoke(tmp_path_factory: pytest.TempPathFactory) -> tuple[list[dict], Path]:
     return rows, results
 
 
+TOOL_OURS = {("tool", "wordle", 1, "trl batch"), ("tool", "wordle", 1, "trl json")}
+TOOL_OFFICIAL = {  # only with an OpenEnv interpreter (never created by --smoke)
+    ("tool", "wordle", 1, "official our-server"),
+    ("tool", "wordle", 1, "official openenv-server"),
+}
+
+
 def test_one_row_per_measurement(smoke: tuple[list[dict], Path]) -> None:
     rows, _ = smoke
-    cells = {(r["method"], r["env"], r["N"]) for r in rows}
-    expected = {(m, env, n) for m in "abe" for env in ("echo", "wordle") for n in (1, 16)}
-    expected |= {("f", "raw", 1), ("f", "raw", 16)}
-    assert cells == expected
-    assert len(rows) == len(expected)  # --smoke: one repeat
+    cells = {(r["method"], r["env"], r["N"], r["variant"]) for r in rows}
+    expected = {(m, env, n, "") for m in "abe" for env in ("echo", "wordle") for n in (1, 16)}
+    expected |= {("f", "raw", 1, ""), ("f", "raw", 16, "")} | TOOL_OURS
+    assert expected <= cells <= expected | TOOL_OFFICIAL
+    assert cells - expected in (set(), TOOL_OFFICIAL)
+    assert len(rows) == len(cells)  # --smoke: one repeat
 
 
 def test_rows_have_the_fixed_schema(smoke: tuple[list[dict], Path]) -> None:
@@ -87,7 +95,7 @@ def test_rows_have_the_fixed_schema(smoke: tuple[list[dict], Path]) -> None:
     for row in rows:
         assert set(row) == ROW_KEYS, row
         assert row["error"] is None
-        assert row["kind"] == "step"
+        assert row["kind"] == ("tool" if row["method"] == "tool" else "step")
         assert row["schema_version"] == 1
         assert set(row["versions"]) >= VERSION_KEYS
         assert isinstance(row["params"], dict)
@@ -120,3 +128,5 @@ def test_markdown_report_written(smoke: tuple[list[dict], Path]) -> None:
     assert "### echo: env-steps/s (median)" in report
     assert "### Targets" in report
     assert "(a)/(f) echo N=256" in report
+    assert "### Tool-call round trip" in report
+    assert "tool call, trl batch / official" in report or "official-client rows skipped" in report

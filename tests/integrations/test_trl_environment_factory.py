@@ -265,6 +265,7 @@ def test_class_exposes_only_reset_get_reward_and_the_tool(wordle: EnvironmentFac
 def test_instances_share_one_server_with_their_own_sessions(wordle: EnvironmentFactory) -> None:
     a, b = wordle(), wordle()
     assert a.env.unwrapped.base_url == b.env.unwrapped.base_url == wordle.base_url
+    assert a.env.unwrapped.protocol == "json"  # one call at a time: the cheaper protocol
     assert a.env.unwrapped.session is not b.env.unwrapped.session
     a.reset(seed=1)
     b.reset(seed=2)
@@ -318,12 +319,13 @@ def test_bad_calls_raise_typed_errors(wordle: EnvironmentFactory) -> None:
 
 
 def test_seed_column_is_configurable(tokenizer: Any) -> None:
-    factory = environment_factory("openenv/Wordle-v0", seed_column="task")
+    factory = environment_factory("openenv/Wordle-v0", seed_column="task", protocol="batch")
     try:
         a, b = factory(), factory()
         a.reset(task=21, seed=1)
         b.reset(task=21, seed=2)
         assert secret(a) == secret(b)
+        assert a.env.unwrapped.protocol == "batch"
     finally:
         factory.close()
 
