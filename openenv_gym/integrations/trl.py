@@ -38,7 +38,7 @@ from typing import Any, ClassVar
 import gymnasium
 import numpy as np
 
-from openenv_gym.env import choose_codec, local_server
+from openenv_gym.env import OpenEnvEnv, choose_codec, local_server
 from openenv_gym.exceptions import (
     ConfigurationError,
     EpisodeOverError,
@@ -143,9 +143,11 @@ class OpenEnvToolEnv:
         """
         column = self._factory.seed_column
         seed = _seed(kwargs.get(column), column) if column else None
+        if self._session_lost():  # a timeout closed it during the last episode
+            self._replace_env()
         try:
             obs, _ = self._env.reset(seed=seed)
-        except TransportError:  # the session died (timeout, server restart): one new one
+        except TransportError:  # the connection died unseen (server restart): one new one
             self._replace_env()
             obs, _ = self._env.reset(seed=seed)
         self._return, self._started, self._done = 0.0, True, False
@@ -201,6 +203,10 @@ class OpenEnvToolEnv:
         self._text = step_text(self.interface, obs, terminated, truncated, info)
         self._trajectory.append(Turn(self._text, reward, terminated, truncated, action, info))
         return self._text
+
+    def _session_lost(self) -> bool:
+        session = getattr(self._env.unwrapped, "_session", None)
+        return isinstance(self._env.unwrapped, OpenEnvEnv) and (session is None or session.closed)
 
     def _replace_env(self) -> None:
         self._finalizer()

@@ -412,3 +412,33 @@ def test_any_gymnasium_id_gets_a_generic_tool() -> None:
 def test_registered_ids_are_known() -> None:
     assert "openenv/Wordle-v0" in gymnasium.registry
     assert openenv_gym.EpisodeOverError is EpisodeOverError
+
+
+def test_a_lost_session_is_replaced_at_the_next_reset(wordle: EnvironmentFactory) -> None:
+    from openenv_gym.config import Timeouts
+    from openenv_gym.exceptions import RequestTimeoutError
+
+    instance = wordle()
+    instance.reset(seed=7)
+    first = instance.env
+    # a reply that cannot arrive in time: OpenEnv has no request ids, so the session closes
+    first.unwrapped.session._impl.timeouts = Timeouts(step=1e-9)
+    with pytest.raises(RequestTimeoutError):
+        instance.guess("crane")  # TRL shows this to the model as a tool error
+    assert first.unwrapped.session.closed
+    instance.reset(seed=7)  # the next rollout gets a new session
+    assert instance.env is not first
+    assert "Feedback" in instance.guess("crane")
+    assert server_history(instance) == ["crane"]
+
+
+def test_a_dropped_connection_is_replaced_at_the_next_reset(wordle: EnvironmentFactory) -> None:
+    from openenv_gym.transport import loop
+
+    instance = wordle()
+    instance.reset(seed=8)
+    first = instance.env
+    loop.run(first.unwrapped.session._impl._ws.close())  # as a server restart would
+    instance.reset(seed=8)
+    assert instance.env is not first
+    assert "Feedback" in instance.guess("slate")
