@@ -1,0 +1,64 @@
+"""scripts/check_junit.py: the gate that turns skips into failures in CI."""
+
+from __future__ import annotations
+
+import importlib.util
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+SCRIPT = ROOT / "scripts" / "check_junit.py"
+
+spec = importlib.util.spec_from_file_location("check_junit", SCRIPT)
+assert spec is not None
+assert spec.loader is not None
+check_junit = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(check_junit)
+
+
+def report(tmp_path: Path, *cases: str, tests: int | None = None) -> str:
+    skipped = sum("<skipped" in c for c in cases)
+    body = "".join(cases)
+    count = len(cases) if tests is None else tests
+    path = tmp_path / "report.xml"
+    path.write_text(
+        f'<testsuites><testsuite tests="{count}" skipped="{skipped}" failures="0" errors="0">'
+        f"{body}</testsuite></testsuites>"
+    )
+    return str(path)
+
+
+PASSED = '<testcase classname="t" name="ok"/>'
+GPU = '<testcase classname="t" name="gpu"><skipped message="needs a CUDA GPU"/></testcase>'
+TRL = '<testcase classname="t" name="trl"><skipped message="could not import trl"/></testcase>'
+
+
+def test_passes_with_tests_and_no_skips(tmp_path: Path) -> None:
+    assert check_junit.check(report(tmp_path, PASSED)) is None
+
+
+def test_a_skip_fails_unless_allowed(tmp_path: Path) -> None:
+    path = report(tmp_path, PASSED, GPU)
+    assert "t::gpu" in (check_junit.check(path) or "")
+    assert check_junit.check(path, ("needs a CUDA GPU",)) is None
+    path = report(tmp_path, PASSED, GPU, TRL)
+    why = check_junit.check(path, ("needs a CUDA GPU",))
+    assert why is not None
+    assert "t::trl: could not import trl" in why
+    assert "t::gpu" not in why
+
+
+def test_no_tests_fails(tmp_path: Path) -> None:
+    assert "no tests ran" in (check_junit.check(report(tmp_path, tests=0)) or "")
+
+
+def test_command_line_exit_codes(tmp_path: Path) -> None:
+    path = report(tmp_path, PASSED, GPU)
+
+    def run(*args: str) -> int:
+        return subprocess.run([sys.executable, str(SCRIPT), *args], check=False).returncode
+
+    assert run(path) == 1
+    assert run("--allow-skip", "needs a CUDA GPU", path) == 0
+    assert run() == 1  # no report at all
