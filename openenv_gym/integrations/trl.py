@@ -29,6 +29,7 @@ Nothing here imports TRL, transformers or torch until a rollout needs them.
 from __future__ import annotations
 
 import copy
+import importlib
 import re
 import threading
 import weakref
@@ -64,9 +65,13 @@ _OUR_ENTRY_POINT = "openenv_gym.env:OpenEnvEnv"
 
 
 def _spec(env_id: str) -> gymnasium.envs.registration.EnvSpec:
+    """The registered spec; ``"module:id"`` imports the module first, as ``gymnasium.make``."""
+    module, _, name = env_id.rpartition(":")
     try:
-        return gymnasium.spec(env_id)
-    except gymnasium.error.Error as exc:
+        if module:
+            importlib.import_module(module)
+        return gymnasium.spec(name)
+    except (gymnasium.error.Error, ImportError) as exc:
         raise ConfigurationError(f"unknown env id {env_id!r}: {exc}") from exc
 
 

@@ -316,6 +316,19 @@ def test_bad_calls_raise_typed_errors(wordle: EnvironmentFactory) -> None:
         instance.reset(seed="abc")
     with pytest.raises(ConfigurationError, match="unknown env id"):
         environment_factory("openenv/Nope-v0")
+    with pytest.raises(ConfigurationError, match="unknown env id"):
+        environment_factory("no_such_module:openenv/Wordle-v0")
+
+
+def test_module_prefixed_ids_work_without_an_import() -> None:
+    factory = environment_factory("openenv_gym:openenv/Echo-v0")
+    try:
+        instance = factory()
+        assert type(instance).__name__ == "EchoEnv"
+        instance.reset()
+        assert instance.echo("x") == "x"
+    finally:
+        factory.close()
 
 
 def test_seed_column_is_configurable(tokenizer: Any) -> None:
