@@ -327,3 +327,22 @@ def test_openenv_image_runs_on_the_json_path(client: Any, openenv_image: str) ->
     finally:
         envs.close()
         local.close()
+
+
+def test_trl_factory_shares_one_container(client: Any, wordle_image: str) -> None:
+    from openenv_gym.integrations.trl import environment_factory
+
+    factory = environment_factory("openenv/Wordle-v0", provider="docker")
+    try:
+        a, b, c = factory(), factory(), factory()
+        assert len(_ours(client)) == 1  # one container, three sessions
+        assert a.env.unwrapped.base_url == c.env.unwrapped.base_url == factory.base_url
+        a.reset(seed=1)
+        b.reset(seed=1)
+        assert "Feedback" in a.guess("crane")
+        state = b.env.unwrapped.state()["raw_state"]["game_state"]
+        assert "The episode is over" in b.guess(state["secret_word"])
+        assert b.get_reward() == 1.0
+    finally:
+        factory.close()
+    assert _ours(client) == []  # close() removed the container
