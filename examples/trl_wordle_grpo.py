@@ -28,6 +28,7 @@ import argparse
 import os
 import tempfile
 import time
+from dataclasses import dataclass, fields
 
 os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")
 
@@ -38,21 +39,44 @@ PROMPT = (
 LOCKSTEP_PROMPT = "You are playing Wordle. Answer each turn with one guess, like [crane]."
 
 
-def parse_args() -> argparse.Namespace:
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--model", default="Qwen/Qwen3-0.6B")
-    p.add_argument("--rollout", choices=["tools", "lockstep"], default="tools")
-    p.add_argument("--steps", type=int, default=200)
-    p.add_argument("--tasks", type=int, default=1000, help="distinct secret words (seeds)")
-    p.add_argument("--num-generations", type=int, default=8, help="rollouts per GRPO group")
-    p.add_argument("--batch-size", type=int, default=8, help="per-device train batch size")
-    p.add_argument("--base-url", default=None, help="a running Wordle server (default: local)")
-    p.add_argument("--output-dir", default=None)
-    p.add_argument("--smoke", action="store_true", help="CPU, offline, tiny model, 2 steps")
-    return p.parse_args()
+@dataclass
+class Args:
+    model: str = "Qwen/Qwen3-0.6B"
+    """the policy (a Hugging Face model id)"""
+    rollout: str = "tools"
+    """tools (environment_factory) | lockstep (vector_rollout_func)"""
+    steps: int = 200
+    """GRPO steps"""
+    tasks: int = 1000
+    """distinct secret words (the dataset's seed column)"""
+    num_generations: int = 8
+    """rollouts per GRPO group"""
+    batch_size: int = 8
+    """per-device train batch size"""
+    base_url: str | None = None
+    """a running Wordle server; default: start a local one"""
+    output_dir: str | None = None
+    """where TRL writes (default: a temporary directory)"""
+    smoke: bool = False
+    """CPU, offline, the tiny random model, 2 steps"""
 
 
-def build(args: argparse.Namespace):
+def parse_args() -> Args:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    for f in fields(Args):
+        flag = "--" + f.name.replace("_", "-")
+        if f.type == "bool":
+            parser.add_argument(flag, action="store_true", help=f.name)
+        else:
+            kind = {"int": int}.get(str(f.type), str)
+            parser.add_argument(flag, type=kind, default=f.default)
+    args = Args(**vars(parser.parse_args()))
+    if args.rollout not in ("tools", "lockstep"):
+        parser.error(f"--rollout must be tools or lockstep, got {args.rollout!r}")
+    return args
+
+
+def build(args: Args):
     """The model, tokenizer and GRPOConfig: Qwen3 + vLLM colocate, or the tiny CPU model."""
     output_dir = args.output_dir or tempfile.mkdtemp(prefix="trl-wordle-")
     if args.smoke:
@@ -108,6 +132,7 @@ def main() -> None:
     )
     where = {"base_url": args.base_url} if args.base_url else {}
     if args.rollout == "tools":
+        # rows sharing a seed play the same word: the G rollouts of a group are comparable
         factory = environment_factory("openenv/Wordle-v0", **where)
         trainer = GRPOTrainer(
             model=model,
@@ -117,6 +142,8 @@ def main() -> None:
             environment_factory=factory,  # the reward is the game's: get_reward()
         )
     else:
+        # the dataset's seed column is not read here: rollout_func sees only prompts, and
+        # seeds each GRPO group itself (seed=0: the same tasks on every run)
         rollout = vector_rollout_func("openenv/Wordle-v0", max_turns=6, seed=0, **where)
         trainer = GRPOTrainer(
             model=model,
@@ -132,7 +159,8 @@ def main() -> None:
     logs = [h for h in trainer.state.log_history if "reward" in h]
     rewards = [h["reward"] for h in logs]
     print(f"rollout: {args.rollout}")
-    print(f"steps: {trainer.state.global_step}  train time: {seconds:.1f} s")
+    steps = trainer.state.global_step
+    print(f"steps: {steps}  train time: {seconds:.1f} s  steps/s: {steps / seconds:.2f}")
     print(f"reward per step: {', '.join(f'{r:.3f}' for r in rewards)}")
     if args.rollout == "tools":
         calls = [h.get("tools/call_frequency", 0.0) for h in logs]

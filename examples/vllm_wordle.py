@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import time
+from dataclasses import dataclass, fields
 
 import gymnasium
 
@@ -24,15 +25,32 @@ from openenv_gym.integrations.vllm import play, transformers_generate, vllm_gene
 gymnasium.register_envs(openenv_gym)
 
 
-def parse_args() -> argparse.Namespace:
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--model", default="Qwen/Qwen3-0.6B")
-    p.add_argument("--num-envs", type=int, default=64)
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--max-tokens", type=int, default=256, help="per answer")
-    p.add_argument("--base-url", default=None, help="a running Wordle server (default: local)")
-    p.add_argument("--smoke", action="store_true", help="CPU, offline, tiny model, 4 games")
-    return p.parse_args()
+@dataclass
+class Args:
+    model: str = "Qwen/Qwen3-0.6B"
+    """the model vLLM serves"""
+    num_envs: int = 64
+    """games played at once"""
+    seed: int = 0
+    """seed of game 0 (game i uses seed + i)"""
+    max_tokens: int = 256
+    """most tokens per answer"""
+    base_url: str | None = None
+    """a running Wordle server; default: start a local one"""
+    smoke: bool = False
+    """CPU, offline, the tiny random model, 4 games"""
+
+
+def parse_args() -> Args:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    for f in fields(Args):
+        flag = "--" + f.name.replace("_", "-")
+        if f.type == "bool":
+            parser.add_argument(flag, action="store_true", help=f.name)
+        else:
+            kind = {"int": int}.get(str(f.type), str)
+            parser.add_argument(flag, type=kind, default=f.default)
+    return Args(**vars(parser.parse_args()))
 
 
 def main() -> None:
@@ -72,7 +90,7 @@ def main() -> None:
     wins = sum(e.reward == 1.0 for e in episodes)
     print(f"games: {len(episodes)}  finished: {sum(e.done for e in episodes)}  won: {wins}")
     print(f"mean return: {sum(e.reward for e in episodes) / len(episodes):.3f}")
-    print(f"turns: {turns}  time: {seconds:.1f} s  turns/s: {turns / seconds:.1f}")
+    print(f"env-steps (turns): {turns}  time: {seconds:.1f} s  steps/s: {turns / seconds:.1f}")
     print("first game:")
     for message in episodes[0].messages[-4:]:
         print(f"  {message['role']}: {message['content'][:100]!r}")

@@ -7,6 +7,7 @@ once, at the transport or protocol boundary, with ``raise ... from exc``::
     OpenEnvGymError
     ├── ConfigurationError (ValueError)      bad argument, unknown env id, bad URL
     ├── UsageError (RuntimeError)            wrong call order, env already closed
+    │   └── EpisodeOverError                 an action after the episode ended (a TRL tool)
     ├── InvalidActionError (ValueError)      action outside the action space, or
     │                                        rejected by the server (see ServerValidationError)
     ├── ProtocolError                        bytes on the wire do not follow the protocol

@@ -81,8 +81,9 @@ class Lockstep:
     Args:
         envs: The vector env. :class:`~openenv_gym.vector.OpenEnvVectorEnv` steps only
             the sub-envs that answered; any other ``VectorEnv`` is stepped whole, its idle
-            sub-envs with a sampled action whose result is dropped (a running episode left
-            out of a turn is then over: its next answer raises ``EpisodeOverError``).
+            sub-envs (and those whose answer held no action) with a sampled action whose
+            result is dropped: such an episode is then over (``truncated``; its next answer
+            raises ``EpisodeOverError``).
         interface: How text maps to actions and back (default:
             :func:`~openenv_gym.integrations.text.text_interface` of ``envs``).
     """
@@ -132,10 +133,14 @@ class Lockstep:
             actions[i] = action
         if actions:
             turns.update(self._step(actions))
-        if not self._partial:  # left-out sub-envs took a random step: their episodes are void
-            for i in range(self.num_envs):
-                if i not in answers:
-                    self.done[i] = True
+            if not self._partial:  # the others took a random step: their episodes are void
+                for i in range(self.num_envs):
+                    if i not in actions:
+                        self.done[i] = True
+                for i, turn in turns.items():
+                    if turn.action is None:
+                        note = "; the episode is over: this vector env stepped it at random"
+                        turns[i] = turn._replace(text=turn.text + note, truncated=True)
         for i, turn in turns.items():
             self.returns[i] += turn.reward
             self.done[i] = turn.terminated or turn.truncated

@@ -41,10 +41,17 @@ __all__ = [
     "text_interface",
 ]
 
-RESERVED_NAMES = frozenset({"reset", "get_reward"})
-"""Method names TRL treats as hooks: never a tool name."""
+RESERVED_NAMES = frozenset(
+    {"reset", "get_reward", "reward", "done", "trajectory", "observation", "env", "interface"}
+)
+"""Never a tool name: TRL's hooks, and the state the TRL tool classes expose."""
 
 _NO_DEFAULT: Any = inspect.Parameter.empty
+
+
+def _observation_text(obs: Any) -> str:
+    # the default of TextInterface.observation_text: module-level, so interfaces pickle
+    return observation_to_text(obs)
 
 
 @dataclass(frozen=True)
@@ -87,14 +94,15 @@ class TextInterface:
     params: tuple[Param, ...]
     to_action: Callable[[Mapping[str, Any]], Any]
     parse_action: Callable[[str], Any]
-    observation_text: Callable[[Any], str] = field(default=lambda obs: observation_to_text(obs))
+    observation_text: Callable[[Any], str] = field(default=_observation_text)
     instructions: str = ""
     returns: str = "What the environment shows after the action."
 
     def __post_init__(self) -> None:
-        if not self.tool_name.isidentifier() or self.tool_name in RESERVED_NAMES:
+        name = self.tool_name
+        if not name.isidentifier() or name.startswith("_") or name in RESERVED_NAMES:
             raise ConfigurationError(
-                f"tool name {self.tool_name!r} must be a Python identifier other than "
+                f"tool name {name!r} must be a Python identifier, not private, and none of "
                 f"{sorted(RESERVED_NAMES)}"
             )
         names = [p.name for p in self.params]
@@ -158,7 +166,13 @@ _THINK = re.compile(r"<think>.*?(</think>|$)", re.S)
 
 
 def _answer(text: str) -> str:
-    """The model's answer without a ``<think>...</think>`` block."""
+    """The model's answer without its reasoning.
+
+    What follows the last ``</think>`` (the template may have opened ``<think>`` in the
+    prompt), less any ``<think>`` block left (cut off while thinking: nothing).
+    """
+    if "</think>" in text:
+        text = text.rsplit("</think>", 1)[1]
     return _THINK.sub("", text).strip()
 
 
@@ -324,7 +338,7 @@ def _convert(space: spaces.Space[Any], value: Any) -> Any:
             return np.asarray(value, dtype=space.dtype).reshape(space.shape)
         if isinstance(space, spaces.Dict):
             return {k: _convert(s, value[k]) for k, s in space.spaces.items()}
-    except (TypeError, ValueError, KeyError) as exc:
+    except (TypeError, ValueError, KeyError, OverflowError) as exc:
         raise InvalidActionError(f"{value!r} does not fit {space}") from exc
     return value
 

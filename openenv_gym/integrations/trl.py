@@ -32,6 +32,7 @@ import copy
 import importlib
 import re
 import threading
+import warnings
 import weakref
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, ClassVar
@@ -83,13 +84,9 @@ def _class_name(env_id: str) -> str:
     return f"{name}Env" if name[0].isalpha() else f"Env{name}"
 
 
-def close_anywhere(close: Callable[[], None]) -> None:
-    """Run a blocking ``close`` from any thread, finalizers included.
-
-    The garbage collector runs finalizers on whichever thread it happens to be on, the
-    event-loop thread included, where blocking calls are refused: from there the close
-    runs on a thread of its own.
-    """
+def _close_anywhere(close: Callable[[], None]) -> None:
+    # Finalizers run on whichever thread the garbage collector is on, the event-loop thread
+    # included, where blocking calls are refused: from there the close gets its own thread.
     if loop.on_loop_thread():
         threading.Thread(target=close, name="openenv-gym-close", daemon=True).start()
     else:
@@ -130,10 +127,11 @@ class OpenEnvToolEnv:
     interface: ClassVar[TextInterface]
     """How the env maps to a tool (set on each generated class)."""
 
-    def __init__(self, factory: EnvironmentFactory, env: Any) -> None:
+    def __init__(self, factory: EnvironmentFactory, runtime: _Runtime, env: Any) -> None:
         self._factory = factory
+        self._runtime = runtime
         self._env = env
-        self._finalizer = weakref.finalize(self, close_anywhere, env.close)
+        self._finalizer = weakref.finalize(self, _close_anywhere, env.close)
         self._return = 0.0
         self._started = False
         self._done = False
@@ -148,6 +146,15 @@ class OpenEnvToolEnv:
         """
         column = self._factory.seed_column
         seed = _seed(kwargs.get(column), column) if column else None
+        if column and column not in kwargs and not self._runtime.warned:
+            self._runtime.warned = True
+            warnings.warn(
+                f"the dataset has no {column!r} column: every rollout draws its own task, so "
+                "the rollouts of a GRPO group are not comparable (add the column, or pass "
+                "seed_column=None to silence this)",
+                UserWarning,
+                stacklevel=2,
+            )
         if self._session_lost():  # a timeout closed it during the last episode
             self._replace_env()
         try:
@@ -215,8 +222,10 @@ class OpenEnvToolEnv:
 
     def _replace_env(self) -> None:
         self._finalizer()
-        self._env = self._factory._new_env()
-        self._finalizer = weakref.finalize(self, close_anywhere, self._env.close)
+        if self._runtime.closed:
+            raise UsageError("the factory was closed: call it again for a new instance")
+        self._env = self._factory._make_env(self._runtime)
+        self._finalizer = weakref.finalize(self, _close_anywhere, self._env.close)
 
     def _close(self) -> None:
         """Close the session (also done when the instance is collected, or at exit)."""
@@ -248,6 +257,9 @@ class _Runtime:
     """What a factory holds in one process: the shared server, the class, live instances."""
 
     def __init__(self) -> None:
+        self.started = False
+        self.closed = False
+        self.warned = False
         self.provider: Provider | None = None
         self.make_kwargs: dict[str, Any] = {}
         self.cls: type[OpenEnvToolEnv] | None = None
@@ -297,13 +309,13 @@ class EnvironmentFactory:
         """A new instance with its own session (the first call starts the shared server)."""
         with self._lock:
             runtime = self._runtime
-            if runtime.cls is None:
-                self._start_server()
-            env = self._new_env()
+            if not runtime.started:
+                self._start_server(runtime)
+            env = self._make_env(runtime)
             try:
                 if runtime.cls is None:
                     runtime.cls = self._build_class(env)
-                instance = runtime.cls(self, env)
+                instance = runtime.cls(self, runtime, env)
             except BaseException:
                 env.close()
                 raise
@@ -327,6 +339,7 @@ class EnvironmentFactory:
         """
         with self._lock:
             runtime, self._runtime = self._runtime, _Runtime()
+        runtime.closed = True
         for instance in list(runtime.instances):
             instance._close()
         if runtime.provider is not None:
@@ -339,20 +352,22 @@ class EnvironmentFactory:
     def _ours(self) -> bool:
         return self._spec.entry_point == _OUR_ENTRY_POINT
 
-    def _start_server(self) -> None:
+    def _start_server(self, runtime: _Runtime) -> None:
         """Start the server the instances share (our env ids, no base_url=, local/docker)."""
-        runtime = self._runtime
         kwargs = dict(self.make_kwargs)
         if self._ours():
             # one session making one call at a time: nothing to batch, and OpenEnv's JSON
             # protocol costs less per call (benchmarks/README.md, "tool")
             kwargs.setdefault("protocol", "json")
-        runtime.make_kwargs = kwargs
         provider = kwargs.get("provider")
-        if not (self.share_server and self._ours()) or kwargs.get("base_url") is not None:
-            return
-        if provider not in (None, "local", "docker"):
-            return
+        sharing = self.share_server and self._ours() and kwargs.get("base_url") is None
+        if sharing and provider in (None, "local", "docker"):
+            self._share_server(runtime, kwargs)
+        runtime.make_kwargs = kwargs
+        runtime.started = True
+
+    def _share_server(self, runtime: _Runtime, kwargs: dict[str, Any]) -> None:
+        provider = kwargs.get("provider")
         spec_kwargs = {**(self._spec.kwargs or {}), **kwargs}
         env = str(spec_kwargs.get("env", "wordle"))
         codec = choose_codec(
@@ -369,11 +384,16 @@ class EnvironmentFactory:
             kwargs.pop(key, None)
         kwargs["base_url"] = url
 
-    def _new_env(self) -> Any:
-        return gymnasium.make(self.env_id, **self._runtime.make_kwargs)
+    def _make_env(self, runtime: _Runtime) -> Any:
+        try:
+            return gymnasium.make(self.env_id, **runtime.make_kwargs)
+        except TypeError as exc:  # gymnasium's word for an unknown keyword argument
+            raise ConfigurationError(f"cannot make {self.env_id!r}: {exc}") from exc
 
     def _build_class(self, env: Any) -> type[OpenEnvToolEnv]:
         interface = self.interface or text_interface(env, tool_name=self.tool_name)
+        if hasattr(OpenEnvToolEnv, interface.tool_name):
+            raise ConfigurationError(f"tool name {interface.tool_name!r} is taken: choose another")
         name = _class_name(self.env_id)
         namespace: dict[str, Any] = {
             "interface": interface,
@@ -449,31 +469,36 @@ class _Template:
     OBS = "\x00OPENENV_GYM_OBS\x00"
 
     def __init__(self, tokenizer: Any, chat_template_kwargs: Mapping[str, Any]) -> None:
-        text = tokenizer.apply_chat_template(
-            [
-                {"role": "user", "content": "x"},
-                {"role": "assistant", "content": self.MARK},
-                {"role": "user", "content": self.OBS},
-            ],
-            tokenize=False,
-            add_generation_prompt=True,
-            **chat_template_kwargs,
-        )
+        try:
+            text = tokenizer.apply_chat_template(
+                [
+                    {"role": "user", "content": "x"},
+                    {"role": "assistant", "content": self.MARK},
+                    {"role": "user", "content": self.OBS},
+                ],
+                tokenize=False,
+                add_generation_prompt=True,
+                **chat_template_kwargs,
+            )
+        except ValueError as exc:  # transformers: the tokenizer has no chat template
+            raise ConfigurationError(f"the tokenizer cannot render a chat: {exc}") from exc
         if self.MARK not in text or self.OBS not in text:
             raise ConfigurationError("the chat template does not render plain user/assistant turns")
         after = text[text.index(self.MARK) + len(self.MARK) :]
         self.before_obs, self.after_obs = after.split(self.OBS, 1)
-        self.eos: str | None = tokenizer.eos_token
         self.tokenizer = tokenizer
 
-    def ids(self, observation: str, closed: bool) -> list[int]:
-        """The env turn's ids; ``closed``: the model's answer already ends with eos."""
-        head = self.before_obs
-        if closed and self.eos and head.startswith(self.eos):
-            head = head[len(self.eos) :]
+    def ids(self, observation: str, last: int | None) -> list[int]:
+        """The env turn's ids after an answer whose last token is ``last``.
+
+        The template closes the assistant's turn itself (``<|im_end|>``, ``<|eot_id|>``,
+        ...); when the answer already ended with that very token, it is not repeated.
+        """
         ids: list[int] = self.tokenizer(
-            head + observation + self.after_obs, add_special_tokens=False
+            self.before_obs + observation + self.after_obs, add_special_tokens=False
         )["input_ids"]
+        if ids and last is not None and ids[0] == last:
+            return ids[1:]
         return ids
 
 
@@ -506,26 +531,27 @@ class VectorRolloutFunc:
         self.generate = generate
         self.make_kwargs = dict(make_kwargs)
         self._rng = np.random.default_rng(seed)
-        self._envs: Any = None
-        self._lockstep: Lockstep | None = None
+        # one vector env per batch size (training and evaluation batches may differ)
+        self._lockstep: dict[int, Lockstep] = {}
+        self._finalizers: list[weakref.finalize[Any, Any]] = []
+        self._last: Lockstep | None = None
         self._template: tuple[Any, _Template] | None = None
-        self._finalizer: weakref.finalize[Any, Any] | None = None
 
     def __getstate__(self) -> dict[str, Any]:
         state = self.__dict__.copy()
-        state.update(_envs=None, _lockstep=None, _template=None, _finalizer=None)
+        state.update(_lockstep={}, _finalizers=[], _last=None, _template=None)
         return state
 
     @property
     def envs(self) -> Any:
-        """The vector env of the last batch (None before the first call)."""
-        return self._envs
+        """The vector env of the last batch (None before the first call, or once closed)."""
+        return None if self._last is None else self._last.envs
 
     def close(self) -> None:
-        """Close the vector env (also done when collected, and at exit). Idempotent."""
-        if self._finalizer is not None:
-            self._finalizer()
-        self._envs = self._lockstep = None
+        """Close the vector envs (also done when collected, and at exit). Idempotent."""
+        for finalizer in self._finalizers:
+            finalizer()
+        self._finalizers, self._lockstep, self._last = [], {}, None
 
     # ------------------------------------------------------------------ one batch
     def __call__(self, prompts: list[Any], trainer: Any) -> dict[str, Any]:
@@ -533,7 +559,10 @@ class VectorRolloutFunc:
         tokenizer = trainer.processing_class
         template = self._turn_template(tokenizer, trainer)
         lockstep = self._ensure_envs(len(prompts))
-        texts = lockstep.reset(self._group_seeds(len(prompts), int(trainer.num_generations)))
+        # TRL's own choice: num_generations in training, num_generations_eval in evaluation
+        training = bool(getattr(trainer.model, "training", True))
+        group = trainer.num_generations if training else trainer.num_generations_eval
+        texts = lockstep.reset(self._group_seeds(len(prompts), int(group or 1)))
         kwargs = dict(getattr(trainer.args, "chat_template_kwargs", None) or {})
         prompt_ids = [
             self._prompt_ids(tokenizer, p, t, kwargs) for p, t in zip(prompts, texts, strict=True)
@@ -545,7 +574,6 @@ class VectorRolloutFunc:
         logprobs: list[list[float]] = [[] for _ in range(n)]
         turns = [0] * n
         have_logprobs = True
-        eos_ids = set(getattr(trainer, "eos_token_ids", None) or [tokenizer.eos_token_id])
         active = list(range(n))
         while active:
             room = max(budget - len(completion[i]) for i in active)
@@ -568,8 +596,8 @@ class VectorRolloutFunc:
                 turn = results[i]
                 if turn.terminated or turn.truncated or turns[i] >= self.max_turns:
                     continue
-                closed = bool(completion[i]) and completion[i][-1] in eos_ids
-                feedback = template.ids(turn.text, closed)
+                last = completion[i][-1] if completion[i] else None
+                feedback = template.ids(turn.text, last)
                 if len(completion[i]) + len(feedback) >= budget:
                     continue  # no room left for another answer
                 completion[i] += feedback
@@ -594,15 +622,14 @@ class VectorRolloutFunc:
         return [int(seeds[i // group]) for i in range(n)]
 
     def _ensure_envs(self, n: int) -> Lockstep:
-        if self._lockstep is not None and self._lockstep.num_envs == n:
-            return self._lockstep
-        self.close()
-        kwargs = {"autoreset_mode": "Disabled", **self.make_kwargs}
-        envs = gymnasium.make_vec(self.env_id, num_envs=n, **kwargs)
-        self._finalizer = weakref.finalize(self, close_anywhere, envs.close)
-        self._envs = envs
-        self._lockstep = Lockstep(envs, self.interface)
-        return self._lockstep
+        lockstep = self._lockstep.get(n)
+        if lockstep is None:
+            kwargs = {"autoreset_mode": "Disabled", **self.make_kwargs}
+            envs = gymnasium.make_vec(self.env_id, num_envs=n, **kwargs)
+            self._finalizers.append(weakref.finalize(self, _close_anywhere, envs.close))
+            lockstep = self._lockstep[n] = Lockstep(envs, self.interface)
+        self._last = lockstep
+        return lockstep
 
     def _turn_template(self, tokenizer: Any, trainer: Any) -> _Template:
         if self._template is None or self._template[0] is not tokenizer:
@@ -635,6 +662,9 @@ class VectorRolloutFunc:
             _, completions, logprobs, _ = trainer.vllm_generation.generate(
                 prompts=inputs, images=None, num_generations=1
             )
+            # top-k per token, the sampled one first; vLLM may give none
+            if logprobs is None or any(not lp or lp[0] is None for seq in logprobs for lp in seq):
+                return completions, None
             return completions, [[float(lp[0]) for lp in seq] for seq in logprobs]
         return _transformers_generate(trainer, inputs, max_new_tokens), None
 

@@ -401,3 +401,20 @@ def test_step_text() -> None:
 def test_step_text_uses_the_interface_observation_text() -> None:
     interface = replace(_echo_interface(), observation_text=lambda obs: f"<{obs}>")
     assert step_text(interface, 5, True, False, {}) == "<5>\nThe episode is over."
+
+
+def test_other_vector_envs_void_an_invalid_answer_when_others_step(
+    text_vec: SyncVectorEnv,
+) -> None:
+    lockstep = Lockstep(text_vec)
+    lockstep.reset(seed=0)
+    subs: list[TwoStepText] = [e.unwrapped for e in text_vec.envs]  # type: ignore[misc]
+    turns = lockstep.step({0: "hello", 1: "<think>nothing else</think>"})
+    assert turns[0].text == "got hello"
+    assert [len(s.got) for s in subs] == [2, 2, 2]  # sub-env 1 was stepped at random
+    assert turns[1].text.startswith("Invalid action: the answer is empty")
+    assert "stepped it at random" in turns[1].text
+    assert turns[1].truncated is True
+    assert lockstep.done == [False, True, True]
+    with pytest.raises(EpisodeOverError):
+        lockstep.step({1: "abc"})

@@ -556,3 +556,40 @@ def test_enum_fields_map_values_to_the_codecs_actions() -> None:
 def test_tuples_of_numpy_scalars_become_text() -> None:
     assert observation_to_text((np.int64(1), np.float32(0.5))) == "[1, 0.5]"
     assert observation_to_text({"t": (np.int64(2), "x")}) == 't: [2, "x"]'
+
+
+def test_reasoning_before_a_closing_think_tag_is_dropped() -> None:
+    echo = builtin("echo")
+    assert echo.parse_action("I should say hi.</think>\n\nhello") == "hello"
+    with pytest.raises(InvalidActionError):
+        echo.parse_action("<think>still thinking when cut off")
+
+
+def test_huge_numbers_are_invalid_actions() -> None:
+    interface = interface_from_space(spaces.Dict({"n": spaces.Discrete(3)}))
+    with pytest.raises(InvalidActionError):
+        interface.parse_action('{"n": 1e999}')
+
+
+@pytest.mark.parametrize("name", ["env", "done", "reward", "interface", "_act", "trajectory"])
+def test_tool_names_of_the_tool_class_state_are_refused(name: str) -> None:
+    with pytest.raises(ConfigurationError):
+        TextInterface(name, "d", (), lambda a: a, str)
+
+
+def test_title_naming_a_reserved_member_falls_back_to_act() -> None:
+    interface = interface_from_space(spaces.Discrete(2), schema={"title": "RewardAction"})
+    assert interface.tool_name == "act"
+
+
+def _to_action(args: dict) -> str:
+    return str(args["word"])
+
+
+def test_an_interface_of_module_level_functions_pickles() -> None:
+    import pickle
+
+    interface = TextInterface("say", "Say it.", (Param("word", str, "A word."),), _to_action, str)
+    again = pickle.loads(pickle.dumps(interface))
+    assert again.to_action({"word": "x"}) == "x"
+    assert again.observation_text(np.array([1, 2])) == "[1, 2]"

@@ -321,7 +321,7 @@ def test_bad_calls_raise_typed_errors(wordle: EnvironmentFactory) -> None:
 
 
 def test_module_prefixed_ids_work_without_an_import() -> None:
-    factory = environment_factory("openenv_gym:openenv/Echo-v0")
+    factory = environment_factory("openenv_gym:openenv/Echo-v0", seed_column=None)
     try:
         instance = factory()
         assert type(instance).__name__ == "EchoEnv"
@@ -369,7 +369,7 @@ def test_factory_pickles_and_works_in_a_fresh_process(tmp_path: Any) -> None:
 
 def test_generic_env_builds_its_tool_from_the_schema() -> None:
     factory = environment_factory(
-        "openenv/Generic-v0", server="openenv_gym_servers.echo:EchoEnvironment"
+        "openenv/Generic-v0", server="openenv_gym_servers.echo:EchoEnvironment", seed_column=None
     )
     try:
         instance = factory()
@@ -455,3 +455,58 @@ def test_a_dropped_connection_is_replaced_at_the_next_reset(wordle: EnvironmentF
     instance.reset(seed=8)
     assert instance.env is not first
     assert "Feedback" in instance.guess("slate")
+
+
+def test_rows_without_the_seed_column_warn_once(wordle: EnvironmentFactory) -> None:
+    factory = environment_factory("openenv/Echo-v0")
+    try:
+        a, b = factory(), factory()
+        with pytest.warns(UserWarning, match="no 'seed' column"):
+            a.reset(prompt=[])
+        import warnings
+
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            b.reset(prompt=[])  # once per factory, not per rollout
+    finally:
+        factory.close()
+
+
+def test_an_instance_outlived_by_its_factory_fails_loudly() -> None:
+    factory = environment_factory("openenv/Echo-v0", seed_column=None)
+    instance = factory()
+    instance.reset()
+    url = factory.base_url
+    factory.close()
+    with pytest.raises(UsageError, match="factory was closed"):
+        instance.reset()
+    with pytest.raises(UsageError):
+        instance.echo("x")
+    again = factory()  # the factory itself can start over
+    try:
+        assert factory.base_url != url
+        again.reset()
+        assert again.echo("y") == "y"
+    finally:
+        factory.close()
+
+
+def test_bad_make_kwargs_and_tool_names_are_configuration_errors() -> None:
+    factory = environment_factory("openenv/Echo-v0", max_episode_step=3)  # a typo
+    try:
+        with pytest.raises(ConfigurationError, match="max_episode_step"):
+            factory()
+        url = factory.base_url
+        assert url is not None
+        with pytest.raises(ConfigurationError, match="max_episode_step"):
+            factory()
+        assert factory.base_url == url  # the shared server is reused, not started again
+    finally:
+        factory.close()
+    for name in ("env", "done", "reset"):
+        bad = environment_factory("openenv/Echo-v0", tool_name=name)
+        try:
+            with pytest.raises(ConfigurationError):
+                bad()
+        finally:
+            bad.close()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import os
 from collections.abc import Iterator
 from typing import Any
@@ -112,7 +113,8 @@ def test_env_mask_zeroes_exactly_the_environment_turns(trainer: Any, tokenizer: 
             assert 1 <= turns <= 3
             env_runs = [tokenizer.decode(t) for m, t in runs if m == 0]
             # one env turn between consecutive answers, none after the last
-            assert len(env_runs) in (turns - 1, turns - 2)
+            assert len(env_runs) == turns - 1
+            assert [m for m, _ in runs] == [1, 0] * (turns - 1) + [1]
             for text in env_runs:
                 body = text.removeprefix("<|im_end|>")
                 assert body.startswith("\n<|im_start|>user\n")
@@ -194,3 +196,100 @@ def test_bad_arguments() -> None:
         vector_rollout_func("openenv/Wordle-v0", max_new_tokens=0)
     with pytest.raises(ConfigurationError, match="unknown env id"):
         vector_rollout_func("openenv/Nope-v0")
+
+
+def test_evaluation_groups_by_num_generations_eval(trainer: Any) -> None:
+    func = trainer.test_func
+    trainer.model.eval()
+    saved = trainer.num_generations_eval
+    trainer.num_generations_eval = 3
+    try:
+        func([PROMPT] * 6, trainer)
+        words = secrets(func.envs)
+        assert len(set(words[:3])) == 1
+        assert len(set(words[3:])) == 1
+        assert words[0] != words[3]
+    finally:
+        trainer.num_generations_eval = saved
+        trainer.model.train()
+
+
+class _StubVLLM:
+    """The shape of ``trainer.vllm_generation.generate`` (the real one needs a GPU)."""
+
+    def __init__(self, tokenizer: Any, logprobs: bool) -> None:
+        self.answer = tokenizer("[crane]<|im_end|>", add_special_tokens=False)["input_ids"]
+        self.logprobs = logprobs
+        self.calls: list[int] = []
+
+    def generate(self, prompts: list[list[int]], images: Any, num_generations: int) -> tuple:
+        assert images is None
+        assert num_generations == 1
+        self.calls.append(len(prompts))
+        completions = [list(self.answer) for _ in prompts]
+        lps = [[[-0.5, -2.0]] * len(self.answer) for _ in prompts]
+        if not self.logprobs:
+            lps = [[[None]] * len(self.answer) for _ in prompts]
+        return prompts, completions, lps, None
+
+
+@pytest.mark.parametrize("with_logprobs", [True, False])
+def test_use_vllm_generates_through_trainer_vllm_generation(
+    trainer: Any, tokenizer: Any, with_logprobs: bool
+) -> None:
+    stub = _StubVLLM(tokenizer, with_logprobs)
+    func = vector_rollout_func("openenv/Wordle-v0", max_turns=2, seed=3)
+    trainer.use_vllm, trainer.vllm_generation = True, stub
+    try:
+        out = func([PROMPT] * 2, trainer)
+    finally:
+        trainer.use_vllm = False
+        del trainer.vllm_generation
+        func.close()
+    assert stub.calls == [2, 2]  # one batched call per turn
+    if not with_logprobs:
+        assert out["logprobs"] is None
+        return
+    for ids, mask, lps in zip(out["completion_ids"], out["env_mask"], out["logprobs"], strict=True):
+        assert len(lps) == len(ids)
+        assert {lp for lp, m in zip(lps, mask, strict=True) if m == 1} == {-0.5}
+        assert {lp for lp, m in zip(lps, mask, strict=True) if m == 0} == {0.0}
+
+
+def test_env_turn_does_not_repeat_the_answers_turn_end(tokenizer: Any) -> None:
+    from openenv_gym.integrations.trl import _Template
+
+    template = _Template(tokenizer, {})
+    im_end = tokenizer.convert_tokens_to_ids("<|im_end|>")
+    after_closed = template.ids("obs", last=im_end)
+    after_open = template.ids("obs", last=tokenizer.convert_tokens_to_ids("X"))
+    assert after_open == [im_end, *after_closed]
+    assert tokenizer.decode(after_closed).startswith("\n<|im_start|>user\nobs<|im_end|>")
+
+
+def test_a_template_whose_turn_end_is_not_eos(tokenizer: Any) -> None:
+    from openenv_gym.integrations.trl import _Template
+
+    tok = copy.deepcopy(tokenizer)
+    tok.add_tokens(["<end_of_turn>", "<start_of_turn>"], special_tokens=True)
+    tok.chat_template = (
+        "{% for m in messages %}<start_of_turn>{{ m['role'] }}\n{{ m['content'] }}"
+        "<end_of_turn>\n{% endfor %}{% if add_generation_prompt %}<start_of_turn>assistant\n"
+        "{% endif %}"
+    )
+    template = _Template(tok, {})
+    end = tok.convert_tokens_to_ids("<end_of_turn>")
+    closed = template.ids("hi", last=end)
+    expected = "\n<start_of_turn>user\nhi<end_of_turn>\n<start_of_turn>assistant\n"
+    assert tok.decode(closed) == expected
+    unclosed = template.ids("hi", last=tok.eos_token_id)  # ended on eos, not the turn end
+    assert unclosed[0] == end
+
+
+def test_no_chat_template_is_a_configuration_error(tokenizer: Any) -> None:
+    from openenv_gym.integrations.trl import _Template
+
+    tok = copy.deepcopy(tokenizer)
+    tok.chat_template = None
+    with pytest.raises(ConfigurationError, match="chat"):
+        _Template(tok, {})
