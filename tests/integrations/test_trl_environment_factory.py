@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import gc
 import inspect
-import os
 import pickle
 import random
 import string
@@ -37,16 +36,9 @@ torch = pytest.importorskip("torch")
 trl = pytest.importorskip("trl")
 datasets = pytest.importorskip("datasets")
 
-from openenv_gym.integrations.tiny import (  # noqa: E402
-    cpu_grpo_config,
-    tiny_model,
-    tiny_tokenizer,
-)
+from openenv_gym.integrations.tiny import cpu_grpo_config, tiny_model  # noqa: E402
 
 pytestmark = [pytest.mark.integration, pytest.mark.trl, pytest.mark.timeout(240)]
-
-os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")
-os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 WORDS = ["crane", "slate", "pious", "mound", "light", "brick", "house", "tower", "plumb", "nymph"]
 POOL = 4  # per_device_train_batch_size 4, num_generations 2: TRL keeps 4 instances
@@ -80,11 +72,6 @@ def hold_sessions(url: str, count: int) -> None:
     finally:
         for env in envs:
             env.close()
-
-
-@pytest.fixture(scope="module")
-def tokenizer() -> Any:
-    return tiny_tokenizer()
 
 
 @pytest.fixture

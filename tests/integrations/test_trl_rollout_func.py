@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import copy
-import os
 from collections.abc import Iterator
 from typing import Any
 
@@ -16,16 +15,9 @@ torch = pytest.importorskip("torch")
 trl = pytest.importorskip("trl")
 datasets = pytest.importorskip("datasets")
 
-from openenv_gym.integrations.tiny import (  # noqa: E402
-    cpu_grpo_config,
-    tiny_model,
-    tiny_tokenizer,
-)
+from openenv_gym.integrations.tiny import cpu_grpo_config, tiny_model  # noqa: E402
 
 pytestmark = [pytest.mark.integration, pytest.mark.trl, pytest.mark.timeout(240)]
-
-os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")
-os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 PROMPT = [{"role": "user", "content": "Play Wordle."}]
 BUDGET = 400
@@ -49,11 +41,6 @@ def segments(ids: list[int], mask: list[int]) -> list[tuple[int, list[int]]]:
 def length_reward(completions: list[Any], **_: Any) -> list[float]:
     """Gives GRPO a signal even when every game scores 0 (the random model's case)."""
     return [len(c[0]["content"]) / 100 for c in completions]
-
-
-@pytest.fixture(scope="module")
-def tokenizer() -> Any:
-    return tiny_tokenizer()
 
 
 @pytest.fixture(scope="module")

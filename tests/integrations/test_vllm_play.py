@@ -15,14 +15,9 @@ from openenv_gym.integrations.vllm import play, transformers_generate, vllm_gene
 torch = pytest.importorskip("torch")
 pytest.importorskip("transformers")
 
-from openenv_gym.integrations.tiny import tiny_model, tiny_tokenizer  # noqa: E402
+from openenv_gym.integrations.tiny import tiny_model  # noqa: E402
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(180)]
-
-
-@pytest.fixture(scope="module")
-def tokenizer() -> Any:
-    return tiny_tokenizer()
 
 
 @pytest.fixture(scope="module")
