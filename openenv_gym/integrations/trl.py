@@ -217,8 +217,13 @@ class OpenEnvToolEnv:
         return self._text
 
     def _session_lost(self) -> bool:
-        session = getattr(self._env.unwrapped, "_session", None)
-        return isinstance(self._env.unwrapped, OpenEnvEnv) and (session is None or session.closed)
+        unwrapped = self._env.unwrapped
+        if not isinstance(unwrapped, OpenEnvEnv):
+            return False
+        try:
+            return unwrapped.session.closed
+        except UsageError:  # the env itself was closed
+            return True
 
     def _replace_env(self) -> None:
         self._finalizer()
