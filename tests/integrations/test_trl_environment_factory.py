@@ -497,3 +497,32 @@ def test_bad_make_kwargs_and_tool_names_are_configuration_errors() -> None:
                 bad()
         finally:
             bad.close()
+
+
+def test_instances_work_from_many_threads_at_once() -> None:
+    """AsyncGRPOTrainer runs reset / tools / get_reward in a thread pool: one env per thread."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    factory = environment_factory("openenv/Wordle-v0")
+    try:
+
+        def play(seed: int) -> tuple[str, float, list[str], str]:
+            instance = factory()  # the factory itself is called from many threads too
+            instance.reset(seed=seed)
+            word = secret(instance)
+            for guess in WORDS[:3]:
+                if guess != word:
+                    instance.guess(guess)
+            instance.guess(word)
+            url = instance.env.unwrapped.base_url
+            return word, instance.get_reward(), server_history(instance), url
+
+        with ThreadPoolExecutor(max_workers=8) as pool:
+            results = list(pool.map(play, range(16)))
+        assert {url for *_, url in results} == {factory.base_url}  # one shared server
+        for word, reward, history, _ in results:
+            assert reward == 1.0
+            assert history[-1] == word
+            assert history[:-1] == [w for w in WORDS[:3] if w != word]
+    finally:
+        factory.close()
