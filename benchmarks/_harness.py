@@ -38,9 +38,11 @@ from typing import Any
 __all__ = [
     "ECHO_ACTION",
     "MIN_ROUNDS",
+    "ROLLOUT_TURNS",
     "TOOL_WORDS",
     "WORDLE_WORDS",
     "ActionPlan",
+    "RolloutBench",
     "ToolCallBench",
     "percentile",
     "run_async_worker",
@@ -62,6 +64,8 @@ TOOL_WORDS = (
 )  # fmt: skip
 """Distinct valid guesses for the tool-call rows: game ``g`` plays words ``6g ..`` in turn."""
 TOOL_GUESSES = 6
+ROLLOUT_TURNS = 6
+"""Turns of a rollout batch: turn ``t`` guesses ``TOOL_WORDS[t]`` in every game still playing."""
 
 
 class ActionPlan:
@@ -128,6 +132,62 @@ class ToolCallBench:
         self._turn += 1
         done = self._guess(word)
         self._over = done or self._turn >= TOOL_GUESSES
+
+
+class RolloutBench:
+    """The rollout rows' script: the env side of one GRPO generation batch of N games.
+
+    Batch ``b`` resets game ``i`` with ``seed=b * N + i``, then plays up to
+    :data:`ROLLOUT_TURNS` turns; turn ``t`` guesses ``TOOL_WORDS[t]`` in every game still
+    playing (a game ends on a win or after six guesses). One :meth:`round` is one batch;
+    it returns the guesses made (env-steps; resets are not counted). The batch counter
+    starts over at 0 before every timed window (:meth:`start_window`), so every variant
+    and every repeat times the same seeds. Subclasses implement ``_reset(seeds)`` and
+    ``_turn(playing, word) -> the games that ended``, plus ``setup()`` / ``close()`` and
+    ``server_pids`` / ``params``.
+    """
+
+    def __init__(self, n: int) -> None:
+        self.n = n
+        self._batch = 0
+        self.window_steps: list[int] = []
+
+    def _reset(self, seeds: list[int]) -> None:
+        raise NotImplementedError
+
+    def _turn(self, playing: list[int], word: str) -> set[int]:
+        raise NotImplementedError
+
+    def start_window(self) -> None:
+        """The timed window starts: batch 0 again, steps per batch recorded afresh."""
+        self._batch = 0
+        self.window_steps = []
+
+    def round(self) -> int:
+        """One batch: reset every game, then the turns; the guesses made."""
+        n = self.n
+        self._reset([self._batch * n + i for i in range(n)])
+        self._batch += 1
+        playing = list(range(n))
+        steps = 0
+        for t in range(ROLLOUT_TURNS):
+            steps += len(playing)
+            ended = self._turn(playing, TOOL_WORDS[t])
+            playing = [i for i in playing if i not in ended]
+            if not playing:
+                break
+        self.window_steps.append(steps)
+        return steps
+
+    def window_params(self) -> dict[str, Any]:
+        """What the timed window did besides its env-steps (the row's ``params``)."""
+        batches = len(self.window_steps)
+        return {
+            "resets_in_window": self.n * batches,
+            "turns": ROLLOUT_TURNS,
+            "steps_per_batch_first": self.window_steps[0] if batches else None,
+            "steps_per_batch_mean": round(sum(self.window_steps) / batches, 2) if batches else None,
+        }
 
 
 def percentile(values: list[float], q: float) -> float:
@@ -234,7 +294,9 @@ def run_worker(factory: Callable[[dict[str, Any]], Any]) -> None:
 
     ``factory(spec)`` makes the bench of one cell. A bench has ``setup() -> dict`` (extra
     setup fields; it sets ``server_pids`` and ``params``), ``close()``, and either
-    ``round() -> env-steps`` (a step benchmark: warm-up, then a timed loop of rounds),
+    ``round() -> env-steps`` (a step benchmark: warm-up, then a timed loop of rounds;
+    optional ``start_window()`` is called between the two, ``window_params() -> dict``
+    after the loop, e.g. a :class:`RolloutBench`),
     ``prepare()`` and ``call()`` (a :class:`ToolCallBench`: only each ``call`` is timed) or
     ``measure_once() -> dict`` (a one-shot measurement, e.g. opening sessions).
     """
@@ -269,6 +331,9 @@ def run_worker(factory: Callable[[dict[str, Any]], Any]) -> None:
                         _warm_calls(bench, cmd["warmup"])
                     elif one_shot is None:
                         _warm(bench.round, cmd["warmup"])
+                    start_window = getattr(bench, "start_window", None)
+                    if start_window is not None:
+                        start_window()
                     channel.send(event="ready")
                     if channel.receive()["cmd"] != "go":
                         break
@@ -278,6 +343,9 @@ def run_worker(factory: Callable[[dict[str, Any]], Any]) -> None:
                         result = one_shot()
                     else:
                         result = _timed(bench.round, cmd["duration"])
+                        window_params = getattr(bench, "window_params", None)
+                        if window_params is not None:
+                            result["params"] = window_params()
                     channel.send(event="result", **result)
                 elif kind == "close":
                     close()

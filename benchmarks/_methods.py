@@ -7,7 +7,9 @@ Methods (the README defines them): ``a`` OpenEnvVectorEnv over the batched proto
 our single env, ``e`` ``SyncVectorEnv`` of the env logic in process (no network), ``f``
 the raw msgpack/WebSocket ceiling, ``shard`` OpenEnvVectorEnv over K servers of the busy
 env, ``open`` the time to open N sessions on a running server, ``tool`` one Wordle tool call
-through our TRL integration (``environment_factory``). Method ``c`` and the official-client
+through our TRL integration (``environment_factory``), ``rollout`` the env side of one GRPO
+batch of N Wordle games through either TRL integration path (``environment_factory`` tools,
+or ``Lockstep`` as ``vector_rollout_func`` drives it). Method ``c`` and the official-client
 rows of ``tool`` run under the OpenEnv interpreter: ``_openenv_side.py``.
 
 Every worker speaks the line protocol of :mod:`_harness` on stdin/stdout.
@@ -23,7 +25,7 @@ from typing import Any
 import gymnasium
 import numpy as np
 import psutil
-from _harness import ActionPlan, ToolCallBench, run_async_worker, run_worker
+from _harness import ActionPlan, RolloutBench, ToolCallBench, run_async_worker, run_worker
 
 import openenv_gym
 from openenv_gym.env import reply_info
@@ -319,6 +321,101 @@ class TrlToolBench(ToolCallBench):
             self.factory.close()
 
 
+class ToolsRolloutBench(RolloutBench):
+    """rollout ``tools``: N instances of ``environment_factory("openenv/Wordle-v0")()``.
+
+    As ``GRPOTrainer(environment_factory=...)`` drives them: the instances (made once, in
+    setup) share the factory's local server, each with its own session; a batch resets
+    them one after the other (``reset(seed=..., prompt=[])``), then each turn makes one
+    ``guess(word=...)`` tool call per game still playing, row by row.
+    """
+
+    def __init__(self, n: int) -> None:
+        super().__init__(n)
+        self.factory: Any = None
+        self.instances: list[Any] = []
+        self.server_pids: list[int] = []
+        self.params: dict[str, Any] = {
+            "client": "openenv_gym.integrations.trl.environment_factory, N instances, "
+            "called one after the other",
+            "server": "openenv-gym serve wordle (the factory's shared local server)",
+        }
+
+    def setup(self) -> dict[str, Any]:
+        from openenv_gym.integrations.trl import environment_factory
+
+        self.factory = environment_factory(ENV_IDS["wordle"])
+        self.instances = [self.factory() for _ in range(self.n)]
+        # the factory's server is this worker's only child process
+        self.server_pids = [c.pid for c in psutil.Process().children(recursive=True)]
+        self.params["protocol"] = self.instances[0].env.unwrapped.protocol
+        self.params["tool"] = self.instances[0].interface.tool_name
+        return {}
+
+    def _reset(self, seeds: list[int]) -> None:
+        for instance, seed in zip(self.instances, seeds, strict=True):
+            instance.reset(seed=seed, prompt=[])
+
+    def _turn(self, playing: list[int], word: str) -> set[int]:
+        ended = set()
+        for i in playing:
+            instance = self.instances[i]
+            instance.guess(word=word)
+            if instance.done:
+                ended.add(i)
+        return ended
+
+    def close(self) -> None:
+        self.instances = []
+        if self.factory is not None:
+            self.factory.close()
+
+
+class LockstepRolloutBench(RolloutBench):
+    """rollout ``lockstep``: :class:`Lockstep` over one vector env, as ``vector_rollout_func``.
+
+    ``gymnasium.make_vec("openenv/Wordle-v0", num_envs=N, autoreset_mode="Disabled")``
+    (made once, in setup; its default local server); a batch is ``lockstep.reset(seeds)``,
+    then per turn one ``lockstep.step({i: "[word]"})`` over the games still playing.
+    """
+
+    def __init__(self, n: int) -> None:
+        super().__init__(n)
+        self.envs: Any = None
+        self.lockstep: Any = None
+        self.server_pids: list[int] = []
+        self.params: dict[str, Any] = {
+            "client": "openenv_gym.integrations.lockstep.Lockstep over make_vec(..., "
+            'autoreset_mode="Disabled")',
+            "server": "openenv-gym serve wordle (make_vec's local server)",
+        }
+
+    def setup(self) -> dict[str, Any]:
+        from openenv_gym.integrations.lockstep import Lockstep
+
+        self.envs = gymnasium.make_vec(
+            ENV_IDS["wordle"], num_envs=self.n, autoreset_mode="Disabled"
+        )
+        self.lockstep = Lockstep(self.envs)
+        # make_vec's local server is this worker's only child process
+        self.server_pids = [c.pid for c in psutil.Process().children(recursive=True)]
+        self.params["protocols"] = list(self.envs.unwrapped.protocols)
+        return {}
+
+    def _reset(self, seeds: list[int]) -> None:
+        self.lockstep.reset(seeds)
+
+    def _turn(self, playing: list[int], word: str) -> set[int]:
+        answer = f"[{word}]"
+        turns = self.lockstep.step(dict.fromkeys(playing, answer))
+        return {i for i, turn in turns.items() if turn.terminated or turn.truncated}
+
+    def close(self) -> None:
+        self.lockstep = None
+        if self.envs is not None:
+            self.envs.close()
+
+
 def make_bench(spec: dict[str, Any]) -> Any:
     """The bench of one cell: ``spec`` has ``method``, ``env``, ``n`` and the method's options."""
     method, env, n = spec["method"], spec.get("env", "echo"), spec["n"]
@@ -338,6 +435,13 @@ def make_bench(spec: dict[str, Any]) -> Any:
         return OpenBench(env, n, spec["protocol"])
     if method == "tool":
         return TrlToolBench(spec["protocol"])
+    if method == "rollout":
+        variant = spec["variant"]
+        if variant == "tools":
+            return ToolsRolloutBench(n)
+        if variant == "lockstep":
+            return LockstepRolloutBench(n)
+        raise ValueError(f"unknown rollout variant {variant!r}")
     raise ValueError(f"unknown method {method!r}")
 
 
@@ -346,7 +450,7 @@ def main() -> None:
     parser.add_argument(
         "--method",
         required=True,
-        choices=["a", "b", "d", "e", "f", "shard", "open", "docker", "tool"],
+        choices=["a", "b", "d", "e", "f", "shard", "open", "docker", "tool", "rollout"],
     )
     args = parser.parse_args()
     if args.method == "f":

@@ -26,6 +26,7 @@ METHODS: dict[str, str] = {
     "docker": "OpenEnvVectorEnv over 4 containers vs 4 local servers",
     "open": "open N sessions on a running server",
     "tool": "one Wordle tool call: TRL environment_factory vs official client",
+    "rollout": "env side of one GRPO batch of N Wordle games: TRL tools vs lockstep",
 }
 
 TOOL_ROWS = {
@@ -35,6 +36,12 @@ TOOL_ROWS = {
     "official openenv-server": "official `GenericEnvClient.sync().step()`, OpenEnv's server",
 }
 """The variants of method ``tool``, in report order."""
+
+ROLLOUT_ROWS = {
+    "tools": "`environment_factory` instances: resets, then guess() calls, one by one",
+    "lockstep": '`Lockstep` over `make_vec(..., autoreset_mode="Disabled")`: one step a turn',
+}
+"""The variants of method ``rollout``, in report order."""
 
 Key = tuple[str, str, int, str]
 
@@ -73,6 +80,11 @@ def cells(rows: Sequence[dict[str, Any]]) -> dict[Key, dict[str, Any]]:
     )
     for key, group in grouped.items():
         summary: dict[str, Any] = {m: _median(r[m] for r in group) for m in metrics}
+        # rounds per second of the timed window (rollout: batches/s)
+        summary["rounds_per_s"] = _median(
+            r["rounds"] / r["duration_s"] if r.get("rounds") and r.get("duration_s") else None
+            for r in group
+        )
         summary["repeats"] = len(group)
         summary["other_cpu_max"] = max((r["other_cpu"] or 0.0) for r in group)
         out[key] = summary
@@ -86,14 +98,18 @@ def _num(value: float | None, digits: int = 0) -> str:
 
 
 def _order(method: str) -> int:
-    return list(METHODS).index(method) if method in METHODS else len(METHODS)
+    return _rank(METHODS, method)
+
+
+def _rank(order: dict[str, str], name: str) -> int:
+    return list(order).index(name) if name in order else len(order)
 
 
 def markdown(rows: Sequence[dict[str, Any]], *, title: str = "", notes: Sequence[str] = ()) -> str:
     """The run's Markdown report: a steps/s grid per env, the detail table, the extra rows."""
     summary = cells(rows)
     lines: list[str] = [f"# {title}", ""] if title else []
-    step_keys = [k for k in summary if k[0] not in ("shard", "open", "docker", "tool")]
+    step_keys = [k for k in summary if k[0] not in ("shard", "open", "docker", "tool", "rollout")]
     envs = sorted({k[1] for k in step_keys if k[1] != "raw"})
     ns = sorted({k[2] for k in step_keys})
     for env in envs:
@@ -195,6 +211,28 @@ def markdown(rows: Sequence[dict[str, Any]], *, title: str = "", notes: Sequence
                 f"| {s['other_cpu_max']:.2f} |"
             )
         lines.append("")
+    rollout = sorted(
+        (k for k in summary if k[0] == "rollout"),
+        key=lambda k: (k[2], _rank(ROLLOUT_ROWS, k[3])),
+    )
+    if rollout:
+        lines += [
+            "### Rollout env time: one GRPO batch of N Wordle games, scripted policy",
+            "",
+            "| N | variant | what | batches/s | p50 ms | p99 ms | env-steps/s "
+            "| client µs/step | server µs/step | other CPU max |",
+            "|---:|---|---|---:|---:|---:|---:|---:|---:|---:|",
+        ]
+        for key in rollout:
+            s = summary[key]
+            lines.append(
+                f"| {key[2]} | {key[3]} | {ROLLOUT_ROWS.get(key[3], '')} "
+                f"| {_num(s['rounds_per_s'], 2)} | {_num(s['p50_ms'], 1)} "
+                f"| {_num(s['p99_ms'], 1)} | {_num(s['steps_per_s'])} "
+                f"| {_num(s['client_cpu_us_per_step'], 1)} "
+                f"| {_num(s['server_cpu_us_per_step'], 1)} | {s['other_cpu_max']:.2f} |"
+            )
+        lines.append("")
     lines += ["### Targets", ""]
     lines += [f"- {line}" for line in ratio_lines(rows)]
     lines.append("")
@@ -264,6 +302,16 @@ def ratio_lines(
                 f"tool call, {ours} / {official}: calls/s {ratio_text(top, bottom)}, "
                 f"p50 {top['p50_ms']:.3f} / {bottom['p50_ms']:.3f} ms"
             )
+    for n in sorted({k[2] for k in summary if k[0] == "rollout"}):
+        top = summary.get(("rollout", "wordle", n, "lockstep"))
+        bottom = summary.get(("rollout", "wordle", n, "tools"))
+        if top is None or bottom is None:
+            out.append(f"rollout env time N={n}, lockstep / tools: n/a (not measured in this run)")
+            continue
+        out.append(
+            f"rollout env time N={n}, lockstep / tools: env-steps/s {ratio_text(top, bottom)}, "
+            f"batch p50 {top['p50_ms']:.1f} / {bottom['p50_ms']:.1f} ms"
+        )
     for n in sorted({k[2] for k in summary if k[0] == "docker"}):
         out.append(
             f"wordle N={n}, 4 containers / 4 local servers: "

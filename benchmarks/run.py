@@ -3,14 +3,16 @@
     python benchmarks/run.py                          # everything (about 20-30 minutes)
     python benchmarks/run.py --smoke                  # every method, tiny, under a minute
     python benchmarks/run.py --envs echo --n 64,256 --methods a,c,f --repeats 5 --duration 5
+    python benchmarks/run.py --methods rollout        # env side of a GRPO batch, N=16,64,256
 
 Methods (README.md defines them and every metric): (a) OpenEnvVectorEnv over the batched
 protocol, (b) the same over OpenEnv's JSON /ws, (c) the official OpenEnv async client
 (asyncio.gather over N sessions) against OpenEnv's own server hosting the same env logic,
 (d) gymnasium AsyncVectorEnv of our single env, (e) SyncVectorEnv of the env logic in
 process, (f) the raw msgpack-over-WebSocket ceiling; plus ``shard`` (a CPU-bound env over
-1 vs 2 servers), ``open`` (time to open N Wordle sessions on a running server) and
-``tool`` (one Wordle tool call through our TRL integration vs the official client).
+1 vs 2 servers), ``open`` (time to open N Wordle sessions on a running server),
+``tool`` (one Wordle tool call through our TRL integration vs the official client) and
+``rollout`` (the env side of one GRPO batch of N Wordle games: TRL tools vs lockstep).
 
 Each method runs in its own worker process, which speaks the small line protocol of
 ``_harness.py`` and opens each cell (env, N) afresh; this runner samples the CPU time of the
@@ -90,12 +92,15 @@ ROW_KEYS = (
 )
 """Every row has exactly these keys (``None`` where a metric does not apply)."""
 
-ALL_METHODS = ("a", "b", "c", "d", "e", "f", "shard", "open", "tool")
+ALL_METHODS = ("a", "b", "c", "d", "e", "f", "shard", "open", "tool", "rollout")
 OPTIONAL_METHODS = ("docker",)  # needs a Docker engine and the images: only when asked for
 STEP_METHODS = ("a", "b", "c", "d", "e")
 OPENENV_METHODS = ("c", "tool")  # need the OpenEnv interpreter (tool: its official rows)
 TOOL_VARIANTS = ("trl batch", "trl json", "official our-server", "official openenv-server")
 """Method tool: our TRL tool env over each protocol, the official sync client on each server."""
+ROLLOUT_VARIANTS = ("tools", "lockstep")
+"""Method rollout: TRL's environment_factory path, then vector_rollout_func's Lockstep."""
+ROLLOUT_N = [16, 64, 256]
 OPENENV_PYTHON_VAR = "OPENENV_GYM_BENCH_OPENENV_PYTHON"
 DEFAULT_OPENENV_VENV = os.path.join(BENCH_DIR, ".venv-openenv")
 DEFAULT_OPENENV_SPEC = "openenv==0.10.0"
@@ -122,7 +127,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         "--methods",
         type=_csv(str),
         default=list(ALL_METHODS),
-        help="a,b,c,d,e,f,shard,open,tool (and docker, opt-in)",
+        help="a,b,c,d,e,f,shard,open,tool,rollout (and docker, opt-in)",
     )
     p.add_argument("--repeats", type=int, default=None, help="measurements per cell (default 3)")
     p.add_argument("--duration", type=float, default=None, help="timed seconds each (default 3)")
@@ -139,6 +144,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--open-n", type=int, default=None, help="sessions to open (default 256)")
     p.add_argument("--open-protocols", type=_csv(str), default=["batch", "json"])
     p.add_argument(
+        "--rollout-n",
+        type=_csv(int),
+        default=None,
+        help="games per rollout batch (default: --n when given, else 16,64,256; smoke 16)",
+    )
+    p.add_argument(
         "--openenv-python",
         default=None,
         help=f"interpreter with openenv + openenv-gym for (c), tool (env {OPENENV_PYTHON_VAR}; "
@@ -153,6 +164,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--no-plot", action="store_true")
     args = p.parse_args(argv)
     smoke = args.smoke
+    if args.rollout_n is None:  # --n when given, else the rollout's own sizes
+        args.rollout_n = args.n or ([16] if smoke else list(ROLLOUT_N))
     defaults = {
         "n": [1, 16] if smoke else [1, 16, 64, 256, 1024],
         "repeats": 1 if smoke else 3,
@@ -561,7 +574,7 @@ class Cell:
 
     @property
     def kind(self) -> str:
-        return self.method if self.method in ("open", "tool") else "step"
+        return self.method if self.method in ("open", "tool", "rollout") else "step"
 
     @property
     def worker(self) -> str:
@@ -642,6 +655,12 @@ def plan(
             cells.append(Cell("tool", "wordle", 1, variant=variant, options=options))
         if not have_openenv:
             notes.append(f"(tool) official-client rows skipped: {why_not or 'no openenv'}")
+    if "rollout" in methods and "wordle" in args.envs:
+        for n in args.rollout_n:  # both variants of one N back to back
+            for variant in ROLLOUT_VARIANTS:
+                cells.append(
+                    Cell("rollout", "wordle", n, variant=variant, options={"variant": variant})
+                )
     return cells, notes
 
 
@@ -925,6 +944,12 @@ class Run:
             return f"{row['method']} {row['env']} N={row['N']}: open {row['open_s']:.2f} s"
         if row["kind"] == "tool":
             return f"tool {row['variant']}: p50 {row['p50_ms']:.3f} ms"
+        if row["kind"] == "rollout":
+            return (
+                f"rollout {row['variant']} N={row['N']}: "
+                f"{row['rounds'] / row['duration_s']:,.2f} batches/s, "
+                f"{row['steps_per_s']:,.0f} env-steps/s"
+            )
         return f"{row['method']} {row['env']} N={row['N']}: {row['steps_per_s']:,.0f} steps/s"
 
 

@@ -58,7 +58,15 @@ VERSION_KEYS = {"python", "openenv-gym", "gymnasium", "websockets", "msgpack", "
 def smoke(tmp_path_factory: pytest.TempPathFactory) -> tuple[list[dict], Path]:
     out = tmp_path_factory.mktemp("bench")
     done = subprocess.run(
-        [sys.executable, str(RUN), "--smoke", "--methods", "a,b,e,f,tool", "--out-dir", str(out)],
+        [
+            sys.executable,
+            str(RUN),
+            "--smoke",
+            "--methods",
+            "a,b,e,f,tool,rollout",
+            "--out-dir",
+            str(out),
+        ],
         capture_output=True,
         text=True,
         timeout=280,
@@ -76,13 +84,15 @@ TOOL_OFFICIAL = {  # only with an OpenEnv interpreter (never created by --smoke)
     ("tool", "wordle", 1, "official our-server"),
     ("tool", "wordle", 1, "official openenv-server"),
 }
+ROLLOUT = {("rollout", "wordle", 16, "tools"), ("rollout", "wordle", 16, "lockstep")}
+KIND = {"tool": "tool", "rollout": "rollout"}
 
 
 def test_one_row_per_measurement(smoke: tuple[list[dict], Path]) -> None:
     rows, _ = smoke
     cells = {(r["method"], r["env"], r["N"], r["variant"]) for r in rows}
     expected = {(m, env, n, "") for m in "abe" for env in ("echo", "wordle") for n in (1, 16)}
-    expected |= {("f", "raw", 1, ""), ("f", "raw", 16, "")} | TOOL_OURS
+    expected |= {("f", "raw", 1, ""), ("f", "raw", 16, "")} | TOOL_OURS | ROLLOUT
     assert expected <= cells <= expected | TOOL_OFFICIAL
     assert cells - expected in (set(), TOOL_OFFICIAL)
     assert len(rows) == len(cells)  # --smoke: one repeat
@@ -95,7 +105,7 @@ def test_rows_have_the_fixed_schema(smoke: tuple[list[dict], Path]) -> None:
     for row in rows:
         assert set(row) == ROW_KEYS, row
         assert row["error"] is None
-        assert row["kind"] == ("tool" if row["method"] == "tool" else "step")
+        assert row["kind"] == KIND.get(row["method"], "step")
         assert row["schema_version"] == 1
         assert set(row["versions"]) >= VERSION_KEYS
         assert isinstance(row["params"], dict)
@@ -108,7 +118,11 @@ def test_every_row_measured_steps(smoke: tuple[list[dict], Path]) -> None:
         assert row["steps_per_s"] > 0
         assert row["steps"] > 0
         assert row["rounds"] >= 3
-        assert row["steps"] == row["rounds"] * row["N"]
+        if row["method"] == "rollout":  # a batch: one to six guesses per game, no resets
+            assert row["N"] * row["rounds"] <= row["steps"] <= 6 * row["N"] * row["rounds"]
+            assert row["params"]["resets_in_window"] == row["N"] * row["rounds"]
+        else:
+            assert row["steps"] == row["rounds"] * row["N"]
         assert row["duration_s"] > 0
         assert 0 < row["p50_ms"] <= row["p99_ms"]
         assert row["client_cpu_us_per_step"] >= 0
@@ -130,3 +144,13 @@ def test_markdown_report_written(smoke: tuple[list[dict], Path]) -> None:
     assert "(a)/(f) echo N=256" in report
     assert "### Tool-call round trip" in report
     assert "tool call, trl batch / official" in report or "official-client rows skipped" in report
+    assert "### Rollout env time" in report
+    assert "rollout env time N=16, lockstep / tools: env-steps/s" in report
+
+
+def test_rollout_variants_play_the_same_games(smoke: tuple[list[dict], Path]) -> None:
+    rows, _ = smoke
+    first = {
+        r["variant"]: r["params"]["steps_per_batch_first"] for r in rows if r["method"] == "rollout"
+    }
+    assert first["tools"] == first["lockstep"]  # batch 0: the same seeds and words
