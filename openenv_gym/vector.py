@@ -623,6 +623,15 @@ class OpenEnvVectorEnv(VectorEnv[Any, Any, Any]):
             return self._render_all()
         return self.get_attr(name)
 
+    def info_of(self, i: int) -> dict[str, Any]:
+        """Sub-env ``i``'s info from its latest reply, as a single env's ``info``.
+
+        What the batched ``infos`` of ``step`` / ``recv`` hold for it, without unbatching
+        them (empty before its first reset).
+        """
+        reply = self._last_raw[i]
+        return {} if reply is None else reply_info(reply, self._observed)
+
     def get_attr(self, name: str) -> tuple[Any, ...]:
         """Return one value per sub-env.
 

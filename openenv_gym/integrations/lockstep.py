@@ -160,6 +160,7 @@ class Lockstep:
             obs, rewards, terms, truncs, infos = vec.recv(batch_size=len(ids))
             order = [int(i) for i in infos["env_id"]]
             per_obs = list(iterate(self._batch_space(len(order)), obs))
+            info_of = vec.unwrapped.info_of  # per env as it came: no unbatching
         else:
             everyone = [
                 actions[i] if i in actions else self._single_action.sample()
@@ -170,14 +171,17 @@ class Lockstep:
             obs, rewards, terms, truncs, infos = self.envs.step(batched)
             order = list(range(self.num_envs))
             per_obs = list(iterate(self.envs.observation_space, obs))
+
+            def info_of(i: int) -> dict[str, Any]:
+                return info_at(infos, i)
+
         wanted = set(ids)
         turns: dict[int, Turn] = {}
         for j, i in enumerate(order):
             if i not in wanted:
                 continue
             term, trunc = bool(terms[j]), bool(truncs[j])
-            info = info_at(infos, j)
-            info.pop("env_id", None)  # recv's bookkeeping, not the env's
+            info = info_of(i)
             text = step_text(self.interface, per_obs[j], term, trunc, info)
             turns[i] = Turn(text, float(np.asarray(rewards[j])), term, trunc, actions[i], info)
         return turns

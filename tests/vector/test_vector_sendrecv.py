@@ -140,3 +140,18 @@ def test_send_recv_autoresets_in_next_step_mode(make_vector: MakeVector, protoco
     assert (obs.tolist(), rewards.tolist(), terminations.tolist()) == ([0], [0.0], [False])
     assert infos["steps"].tolist() == [0]
     assert envs.step([0, 0])[0].tolist() == [1, 1]
+
+
+def test_info_of_is_each_sub_envs_info_as_recv_batched_it(
+    make_vector: MakeVector, protocol: str
+) -> None:
+    envs = make_vector(num_envs=4, protocol=protocol)
+    assert envs.info_of(0) == {}  # never reset
+    _, infos = envs.reset(seed=[0, 10, 20, 30])
+    assert [envs.info_of(i)["action"] for i in range(4)] == infos["action"].tolist()
+    envs.send(np.array([2, 1]), env_ids=[3, 1])
+    _, _, _, _, infos = envs.recv(batch_size=2)
+    for j, i in enumerate(infos["env_id"]):
+        info = envs.info_of(int(i))
+        assert set(info) == {k for k in infos if not k.startswith("_") and k != "env_id"}
+        assert info["action"] == infos["action"][j] == {3: 2, 1: 1}[int(i)]
