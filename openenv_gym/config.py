@@ -7,6 +7,7 @@ Every environment variable the package reads is listed in :data:`ENV_VARS` (and 
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -74,6 +75,13 @@ class Timeouts:
             value = getattr(self, name)
             if value is not None and (not isinstance(value, int | float) or value <= 0):
                 raise ConfigurationError(f"timeout {name!r} must be > 0 or None, got {value!r}")
+
+    @classmethod
+    def of(cls, timeouts: Timeouts | Mapping[str, float | None] | None) -> Timeouts:
+        """``timeouts`` itself, or the defaults with a mapping of fields on top (``from_env``)."""
+        if isinstance(timeouts, Timeouts):
+            return timeouts
+        return cls.from_env(**dict(timeouts or {}))
 
     @classmethod
     def from_env(cls, **overrides: Any) -> Timeouts:

@@ -211,10 +211,7 @@ class OpenEnvEnv(gymnasium.Env[Any, Any]):
         self._last: StepReply | None = None
         self._elapsed = 0
         self._needs_reset = True
-        if isinstance(timeouts, Timeouts):
-            self._timeouts = timeouts
-        else:
-            self._timeouts = Timeouts.from_env(**dict(timeouts or {}))
+        self._timeouts = Timeouts.of(timeouts)
         self._provider = make_provider(name, provider=provider, base_url=base_url)
         try:
             url = self._provider.start()[0]

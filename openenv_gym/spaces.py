@@ -31,6 +31,7 @@ __all__ = [
     "codec_for",
     "codec_from_schema",
     "known_envs",
+    "to_printable",
 ]
 
 PRINTABLE = frozenset(string.printable)
@@ -141,7 +142,7 @@ def _wordle_text(obs: Mapping[str, Any]) -> str:
     return text or str(obs.get("prompt", ""))
 
 
-def _ascii(text: str) -> str:
+def to_printable(text: str) -> str:
     """``text`` with every character outside the charset replaced by ``?``."""
     if _NOT_PRINTABLE.search(text) is None:  # the common case: nothing to copy
         return text
@@ -149,7 +150,7 @@ def _ascii(text: str) -> str:
 
 
 def _wordle_obs(obs: Mapping[str, Any]) -> str:
-    return _ascii(_wordle_text(obs))[:WORDLE_OBS_MAX]
+    return to_printable(_wordle_text(obs))[:WORDLE_OBS_MAX]
 
 
 WORDLE_OBS_MAX = 8192
@@ -163,7 +164,7 @@ def _message_action(action: Any) -> dict[str, Any]:
 
 
 def _echo_obs(obs: Mapping[str, Any]) -> str:
-    return _ascii(str(_field(obs, "echoed_message", str)))[:ECHO_MAX]
+    return to_printable(str(_field(obs, "echoed_message", str)))[:ECHO_MAX]
 
 
 ECHO_MAX = 4096
@@ -313,7 +314,7 @@ class _Text(_Conv):
     def decode(self, value: Any) -> str:
         if not isinstance(value, str):
             raise _bad(value, "a string")
-        text = _ascii(value) if self._clean else value
+        text = to_printable(value) if self._clean else value
         return text[: self._max]
 
     def encode(self, value: Any) -> str:

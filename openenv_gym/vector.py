@@ -140,11 +140,7 @@ class OpenEnvVectorEnv(VectorEnv[Any, Any, Any]):
         if frame_size is not None and frame_size < 1:
             raise ConfigurationError(f"frame_size must be >= 1 or None, got {frame_size}")
         self.frame_size = frame_size
-        self._timeouts = (
-            timeouts
-            if isinstance(timeouts, Timeouts)
-            else Timeouts.from_env(**dict(timeouts or {}))
-        )
+        self._timeouts = Timeouts.of(timeouts)
         if envs_per_container is not None:
             if envs_per_server is not None:
                 raise ConfigurationError("give envs_per_server or envs_per_container, not both")

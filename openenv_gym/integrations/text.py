@@ -30,7 +30,7 @@ from gymnasium import spaces
 
 from openenv_gym.env import fetch_schema
 from openenv_gym.exceptions import ConfigurationError, InvalidActionError
-from openenv_gym.spaces import GENERIC, PRINTABLE, catch_grid
+from openenv_gym.spaces import GENERIC, catch_grid, to_printable
 
 __all__ = [
     "RESERVED_NAMES",
@@ -203,8 +203,7 @@ def _wordle_parse(text: str) -> str:
         return f"[{found[-1].lower()}]"
     if _WORD.fullmatch(answer):
         return f"[{answer.lower()}]"
-    printable = "".join(c if c in PRINTABLE else "?" for c in answer)
-    return printable[:WORDLE_ACTION_MAX] or "[]"
+    return to_printable(answer)[:WORDLE_ACTION_MAX] or "[]"
 
 
 def _wordle_text(obs: str) -> str:

@@ -562,13 +562,13 @@ class VectorRolloutFunc:
     def __call__(self, prompts: list[Any], trainer: Any) -> dict[str, Any]:
         """Roll out one episode per prompt (TRL calls this once per generation batch)."""
         tokenizer = trainer.processing_class
-        template = self._turn_template(tokenizer, trainer)
+        kwargs = dict(getattr(trainer.args, "chat_template_kwargs", None) or {})
+        template = self._turn_template(tokenizer, kwargs)
         lockstep = self._ensure_envs(len(prompts))
         # TRL's own choice: num_generations in training, num_generations_eval in evaluation
         training = bool(getattr(trainer.model, "training", True))
         group = trainer.num_generations if training else trainer.num_generations_eval
         texts = lockstep.reset(self._group_seeds(len(prompts), int(group or 1)))
-        kwargs = dict(getattr(trainer.args, "chat_template_kwargs", None) or {})
         prompt_ids = [
             self._prompt_ids(tokenizer, p, t, kwargs) for p, t in zip(prompts, texts, strict=True)
         ]
@@ -636,9 +636,8 @@ class VectorRolloutFunc:
         self._last = lockstep
         return lockstep
 
-    def _turn_template(self, tokenizer: Any, trainer: Any) -> _Template:
+    def _turn_template(self, tokenizer: Any, kwargs: Mapping[str, Any]) -> _Template:
         if self._template is None or self._template[0] is not tokenizer:
-            kwargs = dict(getattr(trainer.args, "chat_template_kwargs", None) or {})
             self._template = (tokenizer, _Template(tokenizer, kwargs))
         return self._template[1]
 
