@@ -24,18 +24,14 @@ schema by :func:`example_action`.
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import enum
 import json
 import reprlib
 import time
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
-
-from websockets.asyncio.client import ClientConnection
-from websockets.exceptions import ConnectionClosed
 
 from openenv_gym._http import get_json, http_base
 from openenv_gym.config import Timeouts
@@ -49,11 +45,8 @@ from openenv_gym.exceptions import (
 )
 from openenv_gym.protocol import batch as bp
 from openenv_gym.protocol import openenv as op
-from openenv_gym.transport import loop
 from openenv_gym.transport.connection import BatchConnection, BatchUnsupportedError
-from openenv_gym.transport.connection import (
-    _open as open_websocket,  # the transport's one connect: same options, our exceptions
-)
+from openenv_gym.transport.wire import WebSocket, open_websocket, wait, ws_url
 
 __all__ = [
     "CHECK_NAMES",
@@ -352,22 +345,35 @@ class _Context:
     schema: dict[str, Any] | None = None
     reachable: bool = True
     no_action_reason: str = "no action schema"
+    deadline: float | None = None  # the running check's budget
+    budget: float = 60.0
 
     @property
     def close_wait(self) -> float:
         assert self.timeouts.close is not None
         return self.timeouts.close
 
+    def until(self, seconds: float | None) -> float:
+        """The instant ``seconds`` from now, or the check's deadline if that comes first."""
+        assert seconds is not None
+        instant = time.monotonic() + seconds
+        return instant if self.deadline is None else min(instant, self.deadline)
+
+    def check_budget(self) -> None:
+        """Fail the running check if its time budget is spent."""
+        if self.deadline is not None and time.monotonic() >= self.deadline:
+            raise _Failed(f"the check did not finish within {self.budget} s")
+
     def action_text(self) -> str:
         return json.dumps(self.action, ensure_ascii=False)
 
 
-def _close_text(ws: ClientConnection) -> str:
-    code = ws.close_code
-    if code is None:
+def _close_text(ws: WebSocket) -> str:
+    received = ws.close_received
+    if received is None:
         return "connection lost"
-    reason = ws.close_reason
-    return f"close code {code}{f' {reason!r}' if reason else ''}"
+    reason = received.reason
+    return f"close code {received.code}{f' {reason!r}' if reason else ''}"
 
 
 class _Socket:
@@ -377,27 +383,32 @@ class _Socket:
     frames no client would (not JSON, unknown types) and watch how the server closes.
     """
 
-    def __init__(self, ws: ClientConnection, timeouts: Timeouts) -> None:
+    def __init__(self, ws: WebSocket, ctx: _Context) -> None:
         self.ws = ws
-        self.timeouts = timeouts
+        self.ctx = ctx
+        self.timeouts = ctx.timeouts
 
     @classmethod
-    async def open(cls, ctx: _Context, stack: contextlib.AsyncExitStack) -> _Socket:
+    def open(cls, ctx: _Context, stack: contextlib.ExitStack) -> _Socket:
         """Connect; the socket is closed when ``stack`` exits."""
-        ws = await open_websocket(ctx.base, "/ws", ctx.timeouts)
-        sock = cls(ws, ctx.timeouts)
-        stack.push_async_callback(sock.aclose)
+        ctx.check_budget()
+        ws = open_websocket(
+            ws_url(ctx.base, "/ws"), timeout=ctx.until(ctx.timeouts.connect) - time.monotonic()
+        )
+        sock = cls(ws, ctx)
+        stack.callback(sock.close)
         return sock
 
-    async def send(self, text: str) -> None:
+    def send(self, text: str) -> None:
         try:
-            await self.ws.send(text)
-        except ConnectionClosed as exc:
+            with self.ws.lock:
+                self.ws.send(text, self.ctx.until(self.timeouts.step))
+        except (ConnectionLostError, RequestTimeoutError) as exc:
             raise ConnectionLostError(
                 f"the server closed the session ({_close_text(self.ws)})"
             ) from exc
 
-    async def receive(self, what: str) -> tuple[Any, op.Reply]:
+    def receive(self, what: str) -> tuple[Any, op.Reply]:
         """Read one frame: ``(raw frame, parsed reply)``.
 
         Raises:
@@ -406,12 +417,13 @@ class _Socket:
             ConnectionLostError: The server closed the socket instead.
         """
         try:
-            async with asyncio.timeout(self.timeouts.step):
-                frame = await self.ws.recv()
-        except TimeoutError as exc:
-            await self.abort()
+            with self.ws.lock:
+                frame = self.ws.receive(self.ctx.until(self.timeouts.step))
+        except RequestTimeoutError as exc:
+            self.ws.abort()
+            self.ctx.check_budget()
             raise RequestTimeoutError(f"{what}: no reply within {self.timeouts.step} s") from exc
-        except ConnectionClosed as exc:
+        except ConnectionLostError as exc:
             raise ConnectionLostError(
                 f"{what}: the server closed the session without a reply ({_close_text(self.ws)})"
             ) from exc
@@ -420,30 +432,33 @@ class _Socket:
         except RemoteProtocolError as exc:
             raise RemoteProtocolError(f"{what}: malformed reply: {exc}: {_brief(frame)}") from exc
 
-    async def request(self, text: str, what: str) -> tuple[Any, op.Reply]:
+    def request(self, text: str, what: str) -> tuple[Any, op.Reply]:
         """Send one frame and read the one reply.
 
         A socket the server already closed may still hold its last frame (e.g.
         ``CAPACITY_REACHED``, pushed right after the upgrade): that frame is the reply.
         """
-        with contextlib.suppress(ConnectionClosed):
-            await self.ws.send(text)
-        return await self.receive(what)
+        with contextlib.suppress(ConnectionLostError):
+            self.send(text)
+        return self.receive(what)
 
-    async def abort(self) -> None:
-        self.ws.transport.abort()
-        with contextlib.suppress(Exception):
-            await self.ws.wait_closed()
+    def wait_closed(self, seconds: float) -> bool:
+        """Whether the server closes the socket within ``seconds``."""
+        deadline = self.ctx.until(seconds)
+        ws = self.ws
+        with ws.lock:
+            while not ws.closed:
+                if not wait([ws], deadline):
+                    return False
+                ws.read()
+        return True
 
-    async def aclose(self) -> None:
+    def close(self) -> None:
         """Say ``close``, then close the socket ourselves (bounded); never raises."""
-        with contextlib.suppress(ConnectionClosed, OSError):
-            await self.ws.send(_CLOSE_FRAME)
-        try:
-            async with asyncio.timeout(self.timeouts.close):
-                await self.ws.close()
-        except (TimeoutError, OSError, ConnectionClosed):
-            await self.abort()
+        with contextlib.suppress(ConnectionLostError, RequestTimeoutError), self.ws.lock:
+            self.ws.send(_CLOSE_FRAME, time.monotonic() + self.ctx.close_wait)
+        with self.ws.lock:
+            self.ws.close(self.ctx.close_wait)
 
 
 def _describe(reply: op.Reply) -> str:
@@ -478,11 +493,11 @@ def _observation_shape(raw: Any, what: str, ctx: _Context, found: _Findings) -> 
         found.warn(f"{what} observation lacks required field(s) {', '.join(missing)} of /schema")
 
 
-async def _observation(
+def _observation(
     sock: _Socket, frame: str, what: str, ctx: _Context, found: _Findings
 ) -> op.ObservationReceived | op.ErrorReceived:
     """Send ``frame``; the reply must be an observation or an error that keeps the session."""
-    raw, reply = await sock.request(frame, what)
+    raw, reply = sock.request(frame, what)
     if isinstance(reply, op.ObservationReceived):
         _observation_shape(raw, what, ctx, found)
         return reply
@@ -491,8 +506,8 @@ async def _observation(
     raise _Failed(f"{what} was answered with {_describe(reply)}, expected an observation frame")
 
 
-async def _state(sock: _Socket, what: str, ctx: _Context, found: _Findings) -> dict[str, Any]:
-    _, reply = await sock.request(_STATE_FRAME, what)
+def _state(sock: _Socket, what: str, ctx: _Context, found: _Findings) -> dict[str, Any]:
+    _, reply = sock.request(_STATE_FRAME, what)
     if not isinstance(reply, op.StateReceived):
         raise _Failed(f"{what} was answered with {_describe(reply)}, expected a state frame")
     schema = (ctx.schema or {}).get("state")
@@ -508,16 +523,17 @@ def _step_frame(action: Mapping[str, Any]) -> str:
 
 # -------------------------------------------------------------------------- checks
 
-Check = Callable[[_Context, contextlib.AsyncExitStack, _Findings], Awaitable[None]]
+Check = Callable[[_Context, contextlib.ExitStack, _Findings], None]
 
 
-async def _get(ctx: _Context, path: str) -> tuple[int, Any]:
-    return await asyncio.to_thread(get_json, ctx.base + path, ctx.timeouts.step)
+def _get(ctx: _Context, path: str) -> tuple[int, Any]:
+    ctx.check_budget()
+    return get_json(ctx.base + path, ctx.until(ctx.timeouts.step) - time.monotonic())
 
 
-async def _check_health(ctx: _Context, _: contextlib.AsyncExitStack, found: _Findings) -> None:
+def _check_health(ctx: _Context, _: contextlib.ExitStack, found: _Findings) -> None:
     try:
-        status, body = await _get(ctx, "/health")
+        status, body = _get(ctx, "/health")
     except ConnectError as exc:
         ctx.reachable = False
         raise _Failed(f"the server is unreachable: {exc}") from exc
@@ -544,9 +560,9 @@ def _schema_part(schema: Any, name: str) -> str | None:
     return None
 
 
-async def _check_schema(ctx: _Context, _: contextlib.AsyncExitStack, found: _Findings) -> None:
+def _check_schema(ctx: _Context, _: contextlib.ExitStack, found: _Findings) -> None:
     try:
-        status, body = await _get(ctx, "/schema")
+        status, body = _get(ctx, "/schema")
     except RemoteProtocolError as exc:
         raise _Failed(f"GET /schema: {exc}") from exc
     if status != 200:
@@ -581,9 +597,9 @@ async def _check_schema(ctx: _Context, _: contextlib.AsyncExitStack, found: _Fin
     found.info["action"] = action
 
 
-async def _check_metadata(ctx: _Context, _: contextlib.AsyncExitStack, found: _Findings) -> None:
+def _check_metadata(ctx: _Context, _: contextlib.ExitStack, found: _Findings) -> None:
     try:
-        status, body = await _get(ctx, "/metadata")
+        status, body = _get(ctx, "/metadata")
     except RemoteProtocolError as exc:
         found.warn(f"GET /metadata: {exc}")
         return
@@ -597,10 +613,10 @@ async def _check_metadata(ctx: _Context, _: contextlib.AsyncExitStack, found: _F
         found.info.update({k: body[k] for k in ("name", "version") if body.get(k) is not None})
 
 
-async def _check_session(ctx: _Context, stack: contextlib.AsyncExitStack, found: _Findings) -> None:
-    sock = await _Socket.open(ctx, stack)
+def _check_session(ctx: _Context, stack: contextlib.ExitStack, found: _Findings) -> None:
+    sock = _Socket.open(ctx, stack)
     done: list[str] = []
-    reply = await _observation(
+    reply = _observation(
         sock, op.encode_request(op.ResetRequest({"seed": ctx.seed})), "reset", ctx, found
     )
     if isinstance(reply, op.ErrorReceived):
@@ -610,7 +626,7 @@ async def _check_session(ctx: _Context, stack: contextlib.AsyncExitStack, found:
         found.warn(f"step not tried: {ctx.no_action_reason} (pass one with --action)")
     else:
         found.info["action"] = ctx.action
-        reply = await _observation(sock, _step_frame(ctx.action), "step", ctx, found)
+        reply = _observation(sock, _step_frame(ctx.action), "step", ctx, found)
         if isinstance(reply, op.ErrorReceived):
             text = (
                 f"step {ctx.action_text()} ({ctx.action_source}) "
@@ -622,13 +638,13 @@ async def _check_session(ctx: _Context, stack: contextlib.AsyncExitStack, found:
                 found.warn(f"{text}; pass a valid action with --action")
         else:
             done.append(f"step {ctx.action_text()}")
-    await _state(sock, "state", ctx, found)
+    _state(sock, "state", ctx, found)
     done.append("state")
     found.ok(f"{', '.join(done)}: well-formed replies")
 
 
-async def _check_errors(ctx: _Context, stack: contextlib.AsyncExitStack, found: _Findings) -> None:
-    sock = await _Socket.open(ctx, stack)
+def _check_errors(ctx: _Context, stack: contextlib.ExitStack, found: _Findings) -> None:
+    sock = _Socket.open(ctx, stack)
     extra_action = {**(ctx.action or {}), _EXTRA_FIELD: 1}
     probes = (
         ("this is not JSON", "a frame that is not JSON", op.ErrorCode.INVALID_JSON),
@@ -646,7 +662,7 @@ async def _check_errors(ctx: _Context, stack: contextlib.AsyncExitStack, found: 
     codes: list[str] = []
     for frame, what, expected in probes:
         try:
-            _, reply = await sock.request(frame, what)
+            _, reply = sock.request(frame, what)
         except ConnectionLostError as exc:
             raise _Failed(f"{exc}; the session must survive {expected}") from exc
         if isinstance(reply, op.ErrorReceived) and reply.code == expected:
@@ -671,7 +687,7 @@ async def _check_errors(ctx: _Context, stack: contextlib.AsyncExitStack, found: 
         else:
             found.fail(f"{what} was answered with {_describe(reply)}, expected {expected}")
     try:
-        await _state(sock, "state after the bad frames", ctx, found)
+        _state(sock, "state after the bad frames", ctx, found)
     except ConnectionLostError as exc:
         raise _Failed(f"{exc}: error replies must keep the session") from exc
     if codes:
@@ -680,33 +696,26 @@ async def _check_errors(ctx: _Context, stack: contextlib.AsyncExitStack, found: 
         found.ok("session kept (state still answered)")
 
 
-async def _accepts(sock: _Socket, what: str) -> op.ErrorReceived | None:
+def _accepts(sock: _Socket, what: str) -> op.ErrorReceived | None:
     """Whether a fresh session is live: None if so, else its session-ending error."""
-    _, reply = await sock.request(_STATE_FRAME, what)
+    _, reply = sock.request(_STATE_FRAME, what)
     if isinstance(reply, op.ErrorReceived) and reply.ends_session:
         return reply
     return None
 
 
-async def _server_closes(sock: _Socket, wait: float) -> bool:
-    try:
-        async with asyncio.timeout(wait):
-            await sock.ws.wait_closed()
-    except TimeoutError:
-        return False
-    return True
+def _server_closes(sock: _Socket, wait: float) -> bool:
+    return sock.wait_closed(wait)
 
 
-async def _check_capacity(
-    ctx: _Context, stack: contextlib.AsyncExitStack, found: _Findings
-) -> None:
+def _check_capacity(ctx: _Context, stack: contextlib.ExitStack, found: _Findings) -> None:
     bound = ctx.max_sessions
     live: list[_Socket] = []
     refused: op.ErrorReceived | None = None
-    async with contextlib.AsyncExitStack() as sessions:
+    with contextlib.ExitStack() as sessions:
         for number in range(1, bound + 1):
             try:
-                sock = await _Socket.open(ctx, sessions)
+                sock = _Socket.open(ctx, sessions)
             except ConnectError as exc:
                 found.warn(
                     f"session {number} was refused at connect ({exc}), not with CAPACITY_REACHED"
@@ -714,7 +723,7 @@ async def _check_capacity(
                 break
             what = f"state on session {number}"
             try:
-                refused = await _accepts(sock, what)
+                refused = _accepts(sock, what)
             except ConnectionLostError as exc:
                 raise _Failed(f"{exc}; a server at capacity sends CAPACITY_REACHED first") from exc
             if refused is None:
@@ -722,13 +731,14 @@ async def _check_capacity(
                 continue
             if refused.code != op.ErrorCode.CAPACITY_REACHED:
                 raise _Failed(f"session {number} was ended with {_describe(refused)}")
-            if not await _server_closes(sock, ctx.close_wait):
+            if not _server_closes(sock, ctx.close_wait):
                 found.warn(
                     f"the server kept the socket of session {number} open after CAPACITY_REACHED"
                 )
             break
         # close them all, politely, before asking whether the slots come back
-        await asyncio.gather(*(s.aclose() for s in live))
+        for sock in live:
+            sock.close()
     if refused is None and len(live) == bound:
         found.info["capacity_at_least"] = bound
         found.ok(f"at least {bound} sessions open at once (the bound of this check)")
@@ -746,9 +756,9 @@ async def _check_capacity(
     # the slots must be freed by close
     deadline = time.monotonic() + ctx.close_wait
     while True:
-        async with contextlib.AsyncExitStack() as again:
-            sock = await _Socket.open(ctx, again)
-            still = await _accepts(sock, "state on a session after closing the others")
+        with contextlib.ExitStack() as again:
+            sock = _Socket.open(ctx, again)
+            still = _accepts(sock, "state on a session after closing the others")
         if still is None:
             found.ok("sessions are freed by close")
             return
@@ -756,7 +766,8 @@ async def _check_capacity(
             raise _Failed(
                 f"after closing every session the server still refuses one: {_describe(still)}"
             )
-        await asyncio.sleep(0.1)
+        ctx.check_budget()
+        time.sleep(0.1)
 
 
 def _first_difference(a: Any, b: Any, path: str = "") -> str:
@@ -767,12 +778,12 @@ def _first_difference(a: Any, b: Any, path: str = "") -> str:
     return path or "(the whole observation)"
 
 
-async def _check_seed(ctx: _Context, stack: contextlib.AsyncExitStack, found: _Findings) -> None:
-    sock = await _Socket.open(ctx, stack)
+def _check_seed(ctx: _Context, stack: contextlib.ExitStack, found: _Findings) -> None:
+    sock = _Socket.open(ctx, stack)
     reset = op.encode_request(op.ResetRequest({"seed": ctx.seed}))
     replies: list[op.ObservationReceived] = []
     for what in ("first reset", "second reset"):
-        reply = await _observation(sock, reset, what, ctx, found)
+        reply = _observation(sock, reset, what, ctx, found)
         if isinstance(reply, op.ErrorReceived):
             raise _Failed(f"{what} was answered with {_describe(reply)}")
         replies.append(reply)
@@ -794,26 +805,30 @@ async def _check_seed(ctx: _Context, stack: contextlib.AsyncExitStack, found: _F
         )
 
 
-async def _check_close(ctx: _Context, stack: contextlib.AsyncExitStack, found: _Findings) -> None:
-    sock = await _Socket.open(ctx, stack)
-    await sock.send(_CLOSE_FRAME)
+def _check_close(ctx: _Context, stack: contextlib.ExitStack, found: _Findings) -> None:
+    sock = _Socket.open(ctx, stack)
+    sock.send(_CLOSE_FRAME)
     started = time.monotonic()
     frames: list[Any] = []
-    try:
-        async with asyncio.timeout(ctx.close_wait):
+    deadline = ctx.until(ctx.close_wait)
+    ws = sock.ws
+    with ws.lock:
+        try:
             while True:
-                frames.append(await sock.ws.recv())
-    except ConnectionClosed:
-        pass
-    except TimeoutError:
-        raise _Failed(
-            f'the server did not close the socket within {ctx.close_wait} s of {{"type":"close"}} '
-            "(it ignores close: its sessions stay open until the client disconnects)"
-        ) from None
+                frames.append(ws.receive(deadline))
+        except ConnectionLostError:
+            pass
+        except RequestTimeoutError:
+            ctx.check_budget()
+            raise _Failed(
+                f"the server did not close the socket within {ctx.close_wait} s of "
+                '{"type":"close"} (it ignores close: its sessions stay open until the client '
+                "disconnects)"
+            ) from None
     elapsed = time.monotonic() - started
     if frames:
         found.warn(f"the server sent {len(frames)} frame(s) after close: {_brief(frames[0])}")
-    received = sock.ws.protocol.close_rcvd
+    received = ws.close_received
     if received is None:
         found.warn("the server dropped the connection without a close frame (expected code 1000)")
     elif received.code != 1000:
@@ -823,13 +838,13 @@ async def _check_close(ctx: _Context, stack: contextlib.AsyncExitStack, found: _
     found.info["close_code"] = received.code if received is not None else 1006
 
 
-async def _check_batch(ctx: _Context, stack: contextlib.AsyncExitStack, found: _Findings) -> None:
+def _check_batch(ctx: _Context, stack: contextlib.ExitStack, found: _Findings) -> None:
     try:
-        conn = await BatchConnection.connect(ctx.base, ctx.timeouts)
+        conn = BatchConnection.connect(ctx.base, ctx.timeouts)
     except BatchUnsupportedError as exc:
         found.add(Status.SKIP, f"not offered ({exc})")
         return
-    stack.push_async_callback(conn.aclose)
+    stack.callback(conn.close)
     hello = conn.server_info
     assert hello is not None
     found.info.update(server=hello.server, env=hello.env, max_slots=hello.max_slots)
@@ -844,19 +859,17 @@ async def _check_batch(ctx: _Context, stack: contextlib.AsyncExitStack, found: _
                 raise _Failed(text)
         return not reply.errors
 
-    slot_errors(await conn.call(bp.Op.OPEN, slots), "open")
-    slot_errors(await conn.call(bp.Op.RESET, slots, [{"seed": ctx.seed}] * 2), "reset")
+    slot_errors(conn.call(bp.Op.OPEN, slots), "open")
+    slot_errors(conn.call(bp.Op.RESET, slots, [{"seed": ctx.seed}] * 2), "reset")
     done = ["open", "reset"]
     if ctx.action is None:
         found.warn(f"step not tried: {ctx.no_action_reason}")
     else:
         lenient = ctx.action_source != "the given action"
-        if slot_errors(
-            await conn.call(bp.Op.STEP, slots, [ctx.action] * 2), "step", lenient=lenient
-        ):
+        if slot_errors(conn.call(bp.Op.STEP, slots, [ctx.action] * 2), "step", lenient=lenient):
             done.append("step")
-    slot_errors(await conn.call(bp.Op.STATE, slots), "state")
-    slot_errors(await conn.call(bp.Op.CLOSE, slots), "close")
+    slot_errors(conn.call(bp.Op.STATE, slots), "state")
+    slot_errors(conn.call(bp.Op.CLOSE, slots), "close")
     done += ["state", "close"]
     found.ok(
         f"{hello.server} serving {hello.env!r} (max_slots {hello.max_slots}): 2 slots, "
@@ -886,29 +899,26 @@ def _error_text(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {exc}"
 
 
-async def _run_one(name: str, check: Check, ctx: _Context, budget: float) -> CheckResult:
+def _run_one(name: str, check: Check, ctx: _Context, budget: float) -> CheckResult:
     found = _Findings()
+    ctx.deadline, ctx.budget = time.monotonic() + budget, budget
     try:
-        async with contextlib.AsyncExitStack() as stack:
-            try:
-                async with asyncio.timeout(budget):
-                    await check(ctx, stack, found)
-            except TimeoutError as exc:
-                if isinstance(exc, OpenEnvGymError):
-                    raise
-                raise _Failed(f"the check did not finish within {budget} s") from None
+        with contextlib.ExitStack() as stack:
+            check(ctx, stack, found)
     except Exception as exc:
         found.fail(_error_text(exc))
+    finally:
+        ctx.deadline = None
     return found.result(name)
 
 
-async def _run(ctx: _Context, budget: float) -> CheckReport:
+def _run(ctx: _Context, budget: float) -> CheckReport:
     results: list[CheckResult] = []
     for name, check in _CHECKS:
         if not ctx.reachable:
             results.append(CheckResult(name, Status.SKIP, "the server is unreachable"))
             continue
-        results.append(await _run_one(name, check, ctx, budget))
+        results.append(_run_one(name, check, ctx, budget))
     return CheckReport(ctx.base, tuple(results))
 
 
@@ -966,4 +976,4 @@ def check_server(
         action=dict(action) if action is not None else None,
         action_source="the given action" if action is not None else "",
     )
-    return loop.run(_run(ctx, check_timeout))
+    return _run(ctx, check_timeout)

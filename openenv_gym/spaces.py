@@ -91,6 +91,13 @@ class Codec:
         contains_action: A fast ``action_space.contains`` (default: the space's own).
         observed: The wire fields the Gymnasium observation holds, left out of ``info``
             (always includes ``primary``).
+        decode_columns: Optional fast path of the vector env: observation columns (field ->
+            one entry per env, a list or an ndarray; the set of ndarray columns that
+            stand for JSON numbers; the count) -> the batch in Gymnasium's batched form
+            for :attr:`observation_space` (a list of ``str`` for Text, an ndarray for Box),
+            or None when it cannot (the vector env then decodes env by env).
+        encode_actions: Optional fast path of the vector env: a list of actions -> the wire
+            fields as columns (field -> one entry per action), or None when it cannot.
     """
 
     name: str
@@ -102,6 +109,8 @@ class Codec:
     primary: str | None = None
     contains_action: Callable[[Any], bool] | None = field(default=None)
     observed: frozenset[str] = frozenset()
+    decode_columns: ColumnDecoder | None = None
+    encode_actions: Callable[[list[Any]], dict[str, list[Any]] | None] | None = None
 
     def __post_init__(self) -> None:
         if self.primary is not None and self.primary not in self.observed:
@@ -114,6 +123,10 @@ class Codec:
             elif isinstance(space, spaces.Discrete):
                 fast = discrete_contains(space)
             object.__setattr__(self, "contains_action", fast)
+
+
+ColumnDecoder = Callable[[Mapping[str, Any], frozenset[str], int], Any]
+"""``(columns, numeric, n) -> batch or None``: see :attr:`Codec.decode_columns`."""
 
 
 def _field(obs: Mapping[str, Any], name: str, kind: type | tuple[type, ...]) -> Any:
@@ -156,8 +169,55 @@ def _wordle_obs(obs: Mapping[str, Any]) -> str:
 WORDLE_OBS_MAX = 8192
 
 
+def printable_texts(texts: list[Any], max_length: int) -> list[str] | None:
+    """``texts`` as they are when every one is a printable ``str`` of at most ``max_length``.
+
+    One scan over the whole batch instead of one per text; None when some text needs
+    fixing (then decode them one by one).
+    """
+    try:
+        joined = "".join(texts)
+    except TypeError:  # something that is not a str
+        return None
+    if _NOT_PRINTABLE.search(joined) is not None or (
+        len(joined) > max_length and max(map(len, texts)) > max_length
+    ):
+        return None
+    return texts
+
+
+def _wordle_columns(columns: Mapping[str, Any], numeric: frozenset[str], n: int) -> Any:
+    messages, prompts = columns.get("messages"), columns.get("prompt")
+    if not isinstance(messages, list) or not isinstance(prompts, list):
+        return None
+    players = columns.get("current_player_id")
+    if players is None:
+        players = [0] * n
+    elif isinstance(players, np.ndarray):
+        players = players.tolist()
+    texts = [
+        _turn_text(m, p, prompt) for m, p, prompt in zip(messages, players, prompts, strict=True)
+    ]
+    clean = printable_texts(texts, WORDLE_OBS_MAX)
+    return clean if clean is not None else [to_printable(t)[:WORDLE_OBS_MAX] for t in texts]
+
+
+def _turn_text(messages: Any, player: Any, prompt: Any) -> str:
+    tail: list[str] = []
+    for message in reversed(messages or ()):
+        if not isinstance(message, Mapping) or message.get("sender_id") == player:
+            break
+        tail.append(str(message.get("content", "")))
+    text = "\n".join(reversed(tail)).strip()
+    return text or str(prompt)
+
+
 def _message_action(action: Any) -> dict[str, Any]:
     return {"message": str(action)}
+
+
+def _message_actions(actions: list[Any]) -> dict[str, list[Any]]:
+    return {"message": [a if type(a) is str else str(a) for a in actions]}
 
 
 # --------------------------------------------------------------------------- Echo
@@ -168,6 +228,14 @@ def _echo_obs(obs: Mapping[str, Any]) -> str:
 
 
 ECHO_MAX = 4096
+
+
+def _echo_columns(columns: Mapping[str, Any], numeric: frozenset[str], n: int) -> Any:
+    texts = columns.get("echoed_message")
+    if not isinstance(texts, list):
+        return None
+    return printable_texts(texts, ECHO_MAX)
+
 
 # -------------------------------------------------------------------------- Catch
 
@@ -182,8 +250,23 @@ def _catch_obs(obs: Mapping[str, Any]) -> np.ndarray[Any, np.dtype[np.float32]]:
     return array
 
 
+def _catch_columns(columns: Mapping[str, Any], numeric: frozenset[str], n: int) -> Any:
+    state = columns.get("info_state")
+    try:
+        array = np.asarray(state, dtype=np.float32)
+    except (TypeError, ValueError):
+        return None
+    if array.shape != (n, CATCH_ROWS * CATCH_COLUMNS):
+        return None
+    return array
+
+
 def _catch_action(action: Any) -> dict[str, Any]:
     return {"action_id": int(action)}
+
+
+def _catch_actions(actions: list[Any]) -> dict[str, list[Any]]:
+    return {"action_id": [int(a) for a in actions]}
 
 
 def catch_grid(board: Any) -> str:
@@ -204,6 +287,8 @@ _CODECS: dict[str, Callable[[], Codec]] = {
         _message_action,
         _wordle_obs,
         _wordle_text,
+        decode_columns=_wordle_columns,
+        encode_actions=_message_actions,
     ),
     "echo": lambda: Codec(
         "echo",
@@ -212,6 +297,8 @@ _CODECS: dict[str, Callable[[], Codec]] = {
         _message_action,
         _echo_obs,
         _echo_obs,
+        decode_columns=_echo_columns,
+        encode_actions=_message_actions,
     ),
     "catch": lambda: Codec(
         "catch",
@@ -221,6 +308,8 @@ _CODECS: dict[str, Callable[[], Codec]] = {
         _catch_obs,
         _catch_render,
         primary="info_state",
+        decode_columns=_catch_columns,
+        encode_actions=_catch_actions,
     ),
 }
 

@@ -1,11 +1,13 @@
 """``OpenEnvVectorEnv``: N remote environments stepped in lockstep as a Gymnasium VectorEnv.
 
 The N sub-environments are spread over K servers (with the local provider: K server
-processes). Each vector step sends **one batched frame per server** (two when some
-sub-envs auto-reset), all servers driven concurrently from the one event-loop thread;
-the replies are assembled into batched arrays. A server without the batched protocol is
-driven over OpenEnv's JSON ``/ws`` instead: one session per sub-env, all concurrent, with
-the same API and semantics.
+processes). A vector step hands the transport **one plan** -- one batched frame per server
+and operation, split into frames of ``frame_size`` sub-envs (more when some sub-envs
+auto-reset) -- and gets back one **columnar** outcome per frame: rewards, dones and
+observations arrive as columns and stay columns until they are the step's arrays.
+Episode bookkeeping (elapsed steps, autoreset) is numpy over the whole batch, on the
+caller's thread. A server without the batched protocol is driven over OpenEnv's JSON
+``/ws`` instead: one session per sub-env, all in flight at once, same API and semantics.
 
 >>> import gymnasium, openenv_gym
 >>> envs = gymnasium.make_vec("openenv/Catch-v0", num_envs=4)
@@ -21,14 +23,16 @@ EnvPool-style partial batches: :meth:`OpenEnvVectorEnv.send` and
 
 from __future__ import annotations
 
-import asyncio
-import concurrent.futures
+import collections
 import logging
 import math
+import threading
 from collections.abc import Mapping, Sequence
-from typing import Any, NamedTuple
+from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
+from gymnasium import spaces
 from gymnasium.vector import AutoresetMode, VectorEnv
 from gymnasium.vector.utils import batch_space, concatenate, create_empty_array, iterate
 
@@ -38,29 +42,49 @@ from openenv_gym.exceptions import (
     ConfigurationError,
     EnvErrorGroup,
     InvalidActionError,
-    OpenEnvGymError,
     UsageError,
     WaitTimeoutError,
 )
+from openenv_gym.infos import InfoColumns, Nested, batch_info_columns, batch_infos
 from openenv_gym.providers import Provider, make_provider
 from openenv_gym.spaces import Codec, FieldSpaces, codec_from_schema
-from openenv_gym.transport import loop
-from openenv_gym.transport.session import StepReply, resolve_protocol
-from openenv_gym.transport.shards import Shard, connect_shards
+from openenv_gym.transport.dispatch import Dispatcher, Pending, Request
+from openenv_gym.transport.session import resolve_protocol
+from openenv_gym.transport.shards import Outcome, connect_shards
 
-__all__ = ["OpenEnvVectorEnv"]
+__all__ = ["OpenEnvVectorEnv", "batch_infos"]
 
 logger = logging.getLogger("openenv_gym.vector")
 
+_Int = np.ndarray[Any, np.dtype[np.intp]]
+_Bool = np.ndarray[Any, np.dtype[np.bool_]]
 
-class _Out(NamedTuple):
-    """One sub-env's share of a vector step."""
 
-    obs: Any
-    reward: float
-    terminated: bool
-    truncated: bool
-    info: dict[str, Any]
+@dataclass(slots=True)
+class _Received:
+    """One outcome, after its sub-envs' bookkeeping: what a step returns for them.
+
+    Attributes:
+        outcome: The transport's outcome (columns, rewards, dones, errors).
+        ids: Its sub-envs, as an array.
+        ok: Which of them succeeded.
+        rewards: Rewards as the step returns them (0.0 for resets and missing rewards).
+        terminated, truncated: As the step returns them.
+        fresh: For SAME_STEP autoreset: the outcome of the reset that followed the step,
+            with the position of each of this outcome's sub-envs in it (-1: no reset).
+        piece: The decoded observations of every position (None until decoded).
+    """
+
+    outcome: Outcome
+    ids: _Int
+    ok: _Bool
+    rewards: np.ndarray[Any, np.dtype[np.float64]]
+    terminated: _Bool
+    truncated: _Bool
+    fresh: tuple[Outcome, _Int] | None = None
+    piece: Any = None
+    decoded: bool = False
+    chunks: list[tuple[_Int, InfoColumns]] = field(default_factory=list)
 
 
 class OpenEnvVectorEnv(VectorEnv[Any, Any, Any]):
@@ -86,7 +110,7 @@ class OpenEnvVectorEnv(VectorEnv[Any, Any, Any]):
         autoreset_mode: :class:`gymnasium.vector.AutoresetMode` (default NEXT_STEP).
         batch_size: Default number of sub-envs :meth:`recv` waits for (default N).
         frame_size: Most sub-envs per batched frame. A server's share of a step is split
-            into frames of this size, so the client assembles the first replies while the
+            into frames of this size, so the client decodes the first replies while the
             server computes the next ones (default 64; None: one frame per server).
         render_mode: ``None`` or ``"ansi"``.
         codec: Your own spaces and conversions.
@@ -149,7 +173,7 @@ class OpenEnvVectorEnv(VectorEnv[Any, Any, Any]):
         self._provider = make_provider(
             name, provider=provider, base_url=base_url, num_servers=servers
         )
-        self._shards: list[Shard] = []
+        self._dispatcher = Dispatcher([])
         try:
             urls = self._provider.start()
             if chosen is None:
@@ -157,31 +181,40 @@ class OpenEnvVectorEnv(VectorEnv[Any, Any, Any]):
                 chosen = codec_from_schema(
                     schema, action_fields=action_fields, observation_fields=observation_fields
                 )
-            self._shards = loop.run(
-                connect_shards(urls, num_envs, resolve_protocol(protocol), self._timeouts, headers)
+            shards = connect_shards(
+                urls, num_envs, resolve_protocol(protocol), self._timeouts, headers
             )
         except BaseException:
             self._provider.close()
             raise
+        self._dispatcher = Dispatcher(shards)
         self.codec = chosen
         self.single_observation_space = chosen.observation_space
         self.single_action_space = chosen.action_space
         self.observation_space = batch_space(self.single_observation_space, num_envs)
         self.action_space = batch_space(self.single_action_space, num_envs)
-        self._where = [(shard, pos) for shard in self._shards for pos in range(len(shard.indices))]
-        self.protocols = tuple(shard.protocol for shard in self._shards)
+        self.protocols = tuple(shard.protocol for shard in shards)
         """Per server: ``"batch"`` or ``"json"``."""
-        self._decode_obs = self.codec.decode_observation
-        self._observed = self.codec.observed
-        self._last_obs: list[Any] = [None] * num_envs
-        self._last_raw: list[StepReply | None] = [None] * num_envs
-        # per-env bookkeeping in plain lists: numpy scalar access is slow in loops
-        self._elapsed = [0] * num_envs
-        self._autoreset = [False] * num_envs
-        self._started = [False] * num_envs
-        self._pending: dict[concurrent.futures.Future[Any], list[int]] = {}
-        self._ready: list[tuple[int, _Out | BaseException]] = []
+        self._urls = [shard.url for shard in shards]
+        self._shard_of = np.zeros(num_envs, dtype=np.intp)
+        self._position = np.zeros(num_envs, dtype=np.intp)
+        for k, shard in enumerate(shards):
+            self._shard_of[shard.indices] = k
+            self._position[shard.indices] = np.arange(len(shard.indices))
+        self._decode_obs = chosen.decode_observation
+        self._observed = chosen.observed | {"metadata"}
+        self._decode_columns = chosen.decode_columns
+        # per sub-env bookkeeping, whole-batch numpy
+        self._elapsed = np.zeros(num_envs, dtype=np.int64)
+        self._autoreset = np.zeros(num_envs, dtype=np.bool_)
+        self._started = np.zeros(num_envs, dtype=np.bool_)
+        self._busy = np.zeros(num_envs, dtype=np.bool_)  # sent and not yet returned
+        self._last: np.ndarray[Any, np.dtype[np.object_]] = np.empty(num_envs, dtype=object)
+        self._last_at = np.zeros(num_envs, dtype=np.intp)
+        self._in_flight: list[Pending] = []
+        self._ready: collections.deque[tuple[_Received, _Int]] = collections.deque()
         self._step_started = False
+        self._call_lock = threading.RLock()
 
     # ------------------------------------------------------------------ set-up
     def _check_batch_size(self, batch_size: int) -> int:
@@ -216,9 +249,9 @@ class OpenEnvVectorEnv(VectorEnv[Any, Any, Any]):
     @property
     def base_urls(self) -> list[str]:
         """The servers' URLs, one per shard."""
-        return [shard.url for shard in self._shards]
+        return list(self._urls)
 
-    # ------------------------------------------------------------------ helpers
+    # ------------------------------------------------------------------ planning
     def _seeds(self, seed: int | Sequence[int | None] | None) -> list[int | None]:
         if seed is None:
             return [None] * self.num_envs
@@ -232,7 +265,7 @@ class OpenEnvVectorEnv(VectorEnv[Any, Any, Any]):
             )
         return seeds
 
-    def _reset_mask(self, options: dict[str, Any]) -> np.ndarray[Any, np.dtype[np.bool_]] | None:
+    def _reset_mask(self, options: dict[str, Any]) -> _Bool | None:
         if "reset_mask" not in options:
             return None
         mask = options.pop("reset_mask")
@@ -251,7 +284,7 @@ class OpenEnvVectorEnv(VectorEnv[Any, Any, Any]):
             )
         return mask
 
-    def _split_actions(self, actions: Any, env_ids: Sequence[int]) -> list[Any]:
+    def _split_actions(self, actions: Any, env_ids: _Int) -> list[Any]:
         count = _length(actions)
         if count != len(env_ids):
             raise ValueError(
@@ -263,80 +296,310 @@ class OpenEnvVectorEnv(VectorEnv[Any, Any, Any]):
         else:
             per_env = list(actions)
         contains = self.codec.contains_action or self.single_action_space.contains
+        if all(map(contains, per_env)):  # the usual case: one pass, no bookkeeping
+            return per_env
         autoreset = self._autoreset
         bad = {
-            i: InvalidActionError(f"action {a!r} is not in {self.single_action_space}")
-            for i, a in zip(env_ids, per_env, strict=True)
+            int(i): InvalidActionError(f"action {a!r} is not in {self.single_action_space}")
+            for i, a in zip(env_ids.tolist(), per_env, strict=True)
             if not autoreset[i] and not contains(a)
         }
         if bad:
             raise EnvErrorGroup(f"{len(bad)} action(s) outside the action space", bad)
         return per_env
 
-    def _out(self, i: int, reply: StepReply, *, reset: bool) -> _Out:
-        """Decode one sub-env's reply and update its episode bookkeeping."""
-        self._last_raw[i] = reply
-        obs = self._decode_obs(reply.observation)
-        self._last_obs[i] = obs
-        info = reply_info(reply, self._observed)
-        if reset:
-            self._elapsed[i] = 0
-            self._autoreset[i] = False
-            self._started[i] = True
-            return _Out(obs, 0.0, False, False, info)
-        elapsed = self._elapsed[i] = self._elapsed[i] + 1
-        terminated = reply.done
-        limit = self.max_episode_steps
-        truncated = limit is not None and elapsed >= limit  # as gymnasium's TimeLimit
-        self._autoreset[i] = terminated or truncated
-        reward = reply.reward
-        return _Out(obs, 0.0 if reward is None else float(reward), terminated, truncated, info)
+    def _encode(self, actions: list[Any]) -> Any:
+        """The wire actions: columns when the codec can, else one map per action."""
+        encode_many = self.codec.encode_actions
+        if encode_many is not None:
+            columns = encode_many(actions)
+            if columns is not None:
+                return columns
+        encode = self.codec.encode_action
+        return [encode(a) for a in actions]
 
-    def _plan(
-        self, env_ids: Sequence[int], ops: Sequence[str], args: Sequence[Mapping[str, Any]]
-    ) -> list[tuple[Shard, list[int], list[str], list[Mapping[str, Any]], list[int]]]:
-        """Group per-env requests by shard (env order kept), at most ``frame_size`` per group."""
-        grouped: dict[
-            int, tuple[Shard, list[int], list[str], list[Mapping[str, Any]], list[int]]
-        ] = {}
-        where = self._where
-        for i, op_, arg in zip(env_ids, ops, args, strict=True):
-            shard, pos = where[i]
-            entry = grouped.get(id(shard))
-            if entry is None:
-                entry = grouped[id(shard)] = (shard, [], [], [], [])
-            entry[1].append(pos)
-            entry[2].append(op_)
-            entry[3].append(arg)
-            entry[4].append(i)
+    def _requests(self, op_: str, ids: _Int, args: Any) -> list[Request]:
+        """One request per shard and frame, in env order; ``args`` rows or columns."""
+        shard_of = self._shard_of[ids]
+        requests: list[Request] = []
         size = self.frame_size
-        plans = []
-        for shard, positions, shard_ops, shard_args, ids in grouped.values():
-            if size is None or len(ids) <= size:
-                plans.append((shard, positions, shard_ops, shard_args, ids))
-                continue
-            for start in range(0, len(ids), size):
-                end = start + size
-                plans.append(
-                    (
-                        shard,
-                        positions[start:end],
-                        shard_ops[start:end],
-                        shard_args[start:end],
-                        ids[start:end],
+        shards = range(len(self._dispatcher.shards))
+        for k in shards:
+            if len(shards) == 1:
+                chosen: Any = slice(None)
+                shard_ids = ids
+            else:
+                chosen = np.flatnonzero(shard_of == k)
+                if not len(chosen):
+                    continue
+                shard_ids = ids[chosen]
+            shard_args = _take_args(args, chosen)
+            positions = self._position[shard_ids]
+            count = len(shard_ids)
+            step = count if size is None else size
+            for start in range(0, count, step):
+                window = slice(start, start + step)
+                requests.append(
+                    Request(
+                        k,
+                        op_,
+                        positions[window].tolist(),
+                        shard_ids[window].tolist(),
+                        _take_args(shard_args, window),
                     )
                 )
-        return plans
+        return requests
 
-    def _batch(self, env_ids: Sequence[int], outs: Mapping[int, _Out]) -> tuple[Any, ...]:
-        n = len(env_ids)
-        space = self.single_observation_space
-        obs = concatenate(space, [outs[i].obs for i in env_ids], _empty(space, n))
-        rewards = np.fromiter((outs[i].reward for i in env_ids), np.float64, n)
-        terminations = np.fromiter((outs[i].terminated for i in env_ids), np.bool_, n)
-        truncations = np.fromiter((outs[i].truncated for i in env_ids), np.bool_, n)
-        infos = batch_infos([outs[i].info for i in env_ids])
+    # ------------------------------------------------------------------ receiving
+    def _absorb(self, outcome: Outcome) -> _Received:
+        """Bookkeeping for one outcome's sub-envs (on the caller's thread, numpy)."""
+        ids = np.asarray(outcome.ids, dtype=np.intp)
+        n = len(ids)
+        ok = np.ones(n, dtype=np.bool_)
+        if outcome.errors:
+            ok[list(outcome.errors)] = False
+        good = ids[ok]
+        self._last[good] = outcome
+        self._last_at[good] = np.flatnonzero(ok)
+        if outcome.op == "reset":
+            self._elapsed[good] = 0
+            self._autoreset[good] = False
+            self._started[good] = True
+            zeros = np.zeros(n, dtype=np.bool_)
+            return _Received(outcome, ids, ok, np.zeros(n), zeros, zeros)
+        elapsed = self._elapsed[ids] + 1
+        self._elapsed[good] = elapsed[ok]
+        terminated = outcome.dones & ok
+        limit = self.max_episode_steps
+        # as gymnasium's TimeLimit: the limit truncates, whether or not the step terminated
+        truncated = (elapsed >= limit) & ok if limit is not None else np.zeros(n, dtype=np.bool_)
+        self._autoreset[good] = (terminated | truncated)[ok]
+        rewards = outcome.rewards
+        rewards = np.where(np.isnan(rewards), 0.0, rewards)
+        received = _Received(outcome, ids, ok, rewards, terminated, truncated)
+        if self.autoreset_mode is AutoresetMode.SAME_STEP:
+            self._reset_now(received)
+        return received
+
+    def _reset_now(self, received: _Received) -> None:
+        """SAME_STEP: reset the sub-envs whose episode just ended, before returning them."""
+        ended = (received.terminated | received.truncated) & received.ok
+        if not ended.any():
+            return
+        ids = received.ids[ended]
+        outcomes = self._dispatcher.run(self._requests("reset", ids, None))
+        fresh_at = np.full(len(received.ids), -1, dtype=np.intp)
+        combined = _merge_outcomes(outcomes, ids)
+        for outcome in outcomes:
+            self._absorb(outcome)
+        fresh_at[np.flatnonzero(ended)] = np.arange(len(ids))
+        received.fresh = (combined, fresh_at)
+
+    def _collect(self, want: int, timeout: float | None) -> list[tuple[_Received, _Int]]:
+        """Gather finished sub-envs until at least ``want`` are ready; take exactly ``want``."""
+        ready = self._ready
+        have = sum(len(sel) for _, sel in ready)
+        if have < want and self._in_flight:
+            done = self._dispatcher.collect(self._in_flight, want - have, timeout)
+            finished = {id(p) for p in done}
+            self._in_flight = [p for p in self._in_flight if id(p) not in finished]
+            for pending in done:
+                received = self._absorb(Dispatcher.take(pending))
+                ready.append((received, np.arange(len(received.ids))))
+                have += len(received.ids)
+            if have < want:
+                raise WaitTimeoutError(
+                    f"{have} of {want} sub-envs finished within {timeout} s; "
+                    "the step is still pending"
+                )
+        taken: list[tuple[_Received, _Int]] = []
+        need = want
+        while need:
+            received, sel = ready.popleft()
+            if len(sel) > need:
+                ready.appendleft((received, sel[need:]))
+                sel = sel[:need]
+            taken.append((received, sel))
+            need -= len(sel)
+        return taken
+
+    # ------------------------------------------------------------------ assembling
+    def _batch(
+        self, taken: list[tuple[_Received, _Int]], order: _Int | None
+    ) -> tuple[Any, Any, Any, Any, dict[str, Any]]:
+        """The step's arrays from received pieces, in piece order or reordered by ``order``.
+
+        Raises:
+            EnvErrorGroup: Some sub-envs failed; it carries the others' results.
+        """
+        errors = {
+            int(received.ids[k]): received.outcome.errors[k]
+            for received, sel in taken
+            if received.outcome.errors
+            for k in sel.tolist()
+            if k in received.outcome.errors
+        }
+        if errors:
+            self._busy[np.concatenate([r.ids[sel] for r, sel in taken])] = False
+            raise EnvErrorGroup(
+                f"{len(errors)} sub-environment(s) failed", errors, self._per_env(taken)
+            )
+        same_step = self.autoreset_mode is AutoresetMode.SAME_STEP and any(
+            r.fresh is not None for r, _ in taken
+        )
+        if same_step:
+            return self._batch_per_env(taken, order)
+        ids = np.concatenate([r.ids[sel] for r, sel in taken])
+        self._busy[ids] = False
+        rewards = np.concatenate([r.rewards[sel] for r, sel in taken])
+        terminations = np.concatenate([r.terminated[sel] for r, sel in taken])
+        truncations = np.concatenate([r.truncated[sel] for r, sel in taken])
+        obs = self._join([self._obs_piece(r, sel) for r, sel in taken])
+        rows = np.arange(len(ids))
+        if order is not None:  # back to env order: ids holds each row's env
+            where = np.empty(self.num_envs, dtype=np.intp)
+            where[order] = np.arange(len(order))
+            rank = where[ids]
+            perm = np.argsort(rank, kind="stable")
+            rewards, terminations, truncations = (
+                rewards[perm],
+                terminations[perm],
+                truncations[perm],
+            )
+            obs = _take(self.single_observation_space, obs, perm)
+            rows = np.empty(len(ids), dtype=np.intp)
+            rows[perm] = np.arange(len(ids))
+        chunks = []
+        start = 0
+        for received, sel in taken:
+            count = len(sel)
+            chunks.extend(self._info_chunks(received.outcome, sel, rows[start : start + count]))
+            start += count
+        infos = batch_info_columns(len(ids), chunks)
         return obs, rewards, terminations, truncations, infos
+
+    def _obs_piece(self, received: _Received, sel: _Int) -> Any:
+        """The observations at ``sel`` of one outcome, in batched form."""
+        outcome = received.outcome
+        full = len(sel) == len(received.ids)
+        if not received.decoded:
+            received.decoded = True
+            decode = self._decode_columns
+            if decode is not None and outcome.columns is not None and not outcome.errors:
+                received.piece = decode(outcome.columns, outcome.numeric, len(outcome.ids))
+        piece = received.piece
+        if piece is not None:
+            return piece if full else _take(self.single_observation_space, piece, sel)
+        items = [self._obs_at(outcome, k) for k in sel.tolist()]
+        space = self.single_observation_space
+        return concatenate(space, items, _empty(space, len(items)))
+
+    def _join(self, pieces: list[Any]) -> Any:
+        return _join(self.single_observation_space, pieces)
+
+    def _info_chunks(self, outcome: Outcome, sel: _Int, rows: _Int) -> list[InfoColumns]:
+        """The infos of the sub-envs at ``sel``, by column, placed at ``rows`` of the batch."""
+        full = len(sel) == len(outcome.ids)
+        chunks: list[InfoColumns] = []
+        if outcome.columns is not None:
+            observed = self._observed
+            columns = {
+                key: (column if full else _take_column(column, sel))
+                for key, column in outcome.columns.items()
+                if key not in observed
+            }
+            if columns:
+                chunks.append(InfoColumns(rows, columns, outcome.numeric))
+        else:
+            return self._row_info_chunks(outcome, sel, rows)
+        if outcome.meta_columns is not None:
+            nested = Nested(
+                (key, column if full else [column[k] for k in sel.tolist()])
+                for key, column in outcome.meta_columns.items()
+            )
+            if nested:
+                chunks.append(InfoColumns(rows, {"metadata": nested}))
+        elif outcome.meta_rows is not None:
+            present = [
+                (row, meta)
+                for row, k in zip(rows.tolist(), sel.tolist(), strict=True)
+                if (meta := outcome.meta_rows[k])
+            ]
+            if present:
+                chunks.append(
+                    InfoColumns(
+                        np.array([row for row, _ in present], dtype=np.intp),
+                        {"metadata": [meta for _, meta in present]},
+                    )
+                )
+        return chunks
+
+    def _row_info_chunks(self, outcome: Outcome, sel: _Int, rows: _Int) -> list[InfoColumns]:
+        infos = [self._info_at(outcome, k) for k in sel.tolist()]
+        chunks = []
+        by_keys: dict[tuple[str, ...], list[int]] = {}
+        for j, info in enumerate(infos):
+            by_keys.setdefault(tuple(info), []).append(j)
+        for keys, members in by_keys.items():
+            if not keys:
+                continue
+            chunks.append(
+                InfoColumns(
+                    rows[members],
+                    {key: [infos[j][key] for j in members] for key in keys},
+                )
+            )
+        return chunks
+
+    def _obs_at(self, outcome: Outcome, k: int) -> Any:
+        obs = outcome.observation(k)
+        assert obs is not None, "a failed sub-env has no observation"
+        return self._decode_obs(obs)
+
+    def _info_at(self, outcome: Outcome, k: int) -> dict[str, Any]:
+        reply = outcome.reply(k)
+        return {} if reply is None else reply_info(reply, self.codec.observed)
+
+    def _per_env(self, taken: list[tuple[_Received, _Int]]) -> dict[int, tuple[Any, ...]]:
+        """Each succeeded sub-env's (obs, reward, terminated, truncated, info)."""
+        results = {}
+        for received, sel in taken:
+            outcome = received.outcome
+            for k in sel.tolist():
+                if k in outcome.errors:
+                    continue
+                obs = self._obs_at(outcome, k)
+                info = self._info_at(outcome, k)
+                if received.fresh is not None and received.fresh[1][k] >= 0:
+                    fresh, at = received.fresh[0], int(received.fresh[1][k])
+                    info = {"final_obs": obs, "final_info": info, **self._info_at(fresh, at)}
+                    obs = self._obs_at(fresh, at)
+                results[int(received.ids[k])] = (
+                    obs,
+                    float(received.rewards[k]),
+                    bool(received.terminated[k]),
+                    bool(received.truncated[k]),
+                    info,
+                )
+        return results
+
+    def _batch_per_env(
+        self, taken: list[tuple[_Received, _Int]], order: _Int | None
+    ) -> tuple[Any, Any, Any, Any, dict[str, Any]]:
+        """The general (per-env) assembly: SAME_STEP steps that reset some sub-envs."""
+        results = self._per_env(taken)
+        ids = [int(r.ids[k]) for r, sel in taken for k in sel.tolist()]
+        self._busy[ids] = False
+        if order is not None:
+            rank = {int(i): r for r, i in enumerate(order.tolist())}
+            ids = sorted(ids, key=lambda i: rank[i])
+        space = self.single_observation_space
+        outs = [results[i] for i in ids]
+        obs = concatenate(space, [o[0] for o in outs], _empty(space, len(outs)))
+        rewards = np.array([o[1] for o in outs], dtype=np.float64)
+        terminations = np.array([o[2] for o in outs], dtype=np.bool_)
+        truncations = np.array([o[3] for o in outs], dtype=np.bool_)
+        return obs, rewards, terminations, truncations, batch_infos([o[4] for o in outs])
 
     def _check_open(self) -> None:
         if self.closed:
@@ -355,43 +618,41 @@ class OpenEnvVectorEnv(VectorEnv[Any, Any, Any]):
         reset kwargs sent to every reset sub-env. The caller's dict is not modified.
         """
         self._check_open()
-        if self._pending or self._ready:
+        if self._in_flight or self._ready:
             raise UsageError("a step is pending (step_async / send): collect it first")
         if seed is not None:
             super().reset(seed=seed if isinstance(seed, int) else None)
         seeds = self._seeds(seed)
         opts = dict(options or {})
         mask = self._reset_mask(opts)
-        env_ids = (
-            list(range(self.num_envs)) if mask is None else [int(i) for i in np.flatnonzero(mask)]
-        )
-        started = self._started
-        never = [] if mask is None else [i for i, m in enumerate(mask) if not m and not started[i]]
+        env_ids = np.arange(self.num_envs) if mask is None else np.flatnonzero(mask)
+        never = [] if mask is None else np.flatnonzero(~mask & ~self._started).tolist()
         if never:  # their observations would be missing from the batch
             raise UsageError(f"sub-envs {never} were never reset: reset all (no reset_mask) first")
         args = []
-        for i in env_ids:
+        for i in env_ids.tolist():
             kwargs = dict(opts)
             if seeds[i] is not None:
                 kwargs["seed"] = seeds[i]
             args.append(kwargs)
-        results = self._run_plan(self._plan(env_ids, ["reset"] * len(env_ids), args))
-        errors = {i: r for i, r in results.items() if isinstance(r, BaseException)}
+        with self._call_lock:
+            outcomes = self._dispatcher.run(self._requests("reset", env_ids, args))
+        received = [self._absorb(outcome) for outcome in outcomes]
+        taken = [(r, np.arange(len(r.ids))) for r in received]
+        errors = {int(r.ids[k]): e for r in received for k, e in r.outcome.errors.items()}
         if errors:
             raise EnvErrorGroup(f"reset failed in {len(errors)} sub-environment(s)", errors)
-        outs = {i: self._out(i, r, reset=True) for i, r in results.items()}
         if mask is None:
-            self._autoreset = [False] * self.num_envs
-            obs, *_, infos = self._batch(env_ids, outs)
+            obs, _, _, _, infos = self._batch(taken, np.arange(self.num_envs))
             return obs, infos
-        all_obs = concatenate(
-            self.single_observation_space,
-            list(self._last_obs),
-            _empty(self.single_observation_space, self.num_envs),
-        )
-        return all_obs, batch_infos(
-            [outs[i].info if i in outs else {} for i in range(self.num_envs)]
-        )
+        _, _, _, _, infos = self._batch(taken, env_ids)
+        return self._all_last_obs(), _place(infos, env_ids, self.num_envs)
+
+    def _all_last_obs(self) -> Any:
+        """Every sub-env's latest observation, in env order."""
+        space = self.single_observation_space
+        items = [self._obs_at(self._last[i], int(self._last_at[i])) for i in range(self.num_envs)]
+        return concatenate(space, items, _empty(space, self.num_envs))
 
     def step(self, actions: Any) -> tuple[Any, Any, Any, Any, dict[str, Any]]:
         """Step every sub-env with its action (ignored for auto-resetting sub-envs)."""
@@ -403,9 +664,9 @@ class OpenEnvVectorEnv(VectorEnv[Any, Any, Any]):
         self._check_open()
         if self._step_started:
             raise UsageError("a step is already pending: call step_wait() first")
-        if self._pending or self._ready:
+        if self._in_flight or self._ready:
             raise UsageError("steps sent with send() are not all received: call recv() first")
-        self._send(actions, list(range(self.num_envs)), lockstep=True)
+        self._send(actions, np.arange(self.num_envs))
         self._step_started = True
 
     def step_wait(self, timeout: float | None = None) -> tuple[Any, Any, Any, Any, dict[str, Any]]:
@@ -418,13 +679,11 @@ class OpenEnvVectorEnv(VectorEnv[Any, Any, Any]):
         """
         if not self._step_started:
             raise UsageError("no step pending: call step_async() first")
-        try:
-            outs = self._collect(self.num_envs, timeout)
-        except EnvErrorGroup:  # every sub-env's reply was consumed: the step is over
-            self._step_started = False
-            raise
-        self._step_started = False
-        return self._batch(list(range(self.num_envs)), outs)
+        with self._call_lock:
+            self._check_open()
+            taken = self._collect(self.num_envs, timeout)
+        self._step_started = False  # every sub-env's reply is consumed: the step is over
+        return self._batch(taken, np.arange(self.num_envs))
 
     # ------------------------------------------------------------------ send / recv
     def send(
@@ -442,11 +701,11 @@ class OpenEnvVectorEnv(VectorEnv[Any, Any, Any]):
         ids = list(range(self.num_envs)) if env_ids is None else [int(i) for i in env_ids]
         if len(set(ids)) != len(ids) or any(not 0 <= i < self.num_envs for i in ids):
             raise ValueError(f"env_ids must be distinct indices in [0, {self.num_envs}), got {ids}")
-        busy = {i for pending in self._pending.values() for i in pending}.intersection(ids)
-        busy.update(i for i, _ in self._ready if i in ids)
+        chosen = np.asarray(ids, dtype=np.intp)
+        busy = chosen[self._busy[chosen]].tolist()
         if busy:
             raise UsageError(f"sub-envs {sorted(busy)} already have a step pending")
-        self._send(actions, ids)
+        self._send(actions, chosen)
 
     def recv(
         self, batch_size: int | None = None, timeout: float | None = None
@@ -460,161 +719,61 @@ class OpenEnvVectorEnv(VectorEnv[Any, Any, Any]):
             EnvErrorGroup: Some of the returned sub-envs failed.
         """
         want = self._check_batch_size(batch_size or self.batch_size)
-        outstanding = sum(len(v) for v in self._pending.values()) + len(self._ready)
+        outstanding = int(self._busy.sum())
         if outstanding == 0:
             raise UsageError("nothing pending: call send() first")
-        outs = self._collect(min(want, outstanding), timeout)
-        env_ids = list(outs)
-        obs, rewards, terminations, truncations, infos = self._batch(env_ids, outs)
-        infos["env_id"] = np.asarray(env_ids, dtype=np.int64)
+        with self._call_lock:
+            self._check_open()
+            taken = self._collect(min(want, outstanding), timeout)
+        env_ids = np.concatenate([r.ids[sel] for r, sel in taken])
+        obs, rewards, terminations, truncations, infos = self._batch(taken, None)
+        infos["env_id"] = env_ids.astype(np.int64)
         return obs, rewards, terminations, truncations, infos
 
-    def _send(self, actions: Any, env_ids: list[int], *, lockstep: bool = False) -> None:
+    def _send(self, actions: Any, env_ids: _Int) -> None:
         per_env = self._split_actions(actions, env_ids)
-        not_started = [i for i in env_ids if not self._started[i]]
+        not_started = env_ids[~self._started[env_ids]].tolist()
         if not_started:
             raise UsageError(f"sub-envs {not_started} were never reset: call reset() first")
-        if self.autoreset_mode is AutoresetMode.DISABLED:
-            finished = [i for i in env_ids if self._autoreset[i]]
-            if finished:
-                raise UsageError(
-                    f"sub-envs {finished} finished their episode and autoreset is DISABLED: "
-                    "call reset(options={'reset_mask': ...}) first"
-                )
-        ops: list[str] = []
-        args: list[Mapping[str, Any]] = []
-        for i, action in zip(env_ids, per_env, strict=True):
-            if self._autoreset[i] and self.autoreset_mode is AutoresetMode.NEXT_STEP:
-                ops.append("reset")
-                args.append({})
+        finished = self._autoreset[env_ids]
+        if self.autoreset_mode is AutoresetMode.DISABLED and finished.any():
+            raise UsageError(
+                f"sub-envs {env_ids[finished].tolist()} finished their episode and autoreset "
+                "is DISABLED: call reset(options={'reset_mask': ...}) first"
+            )
+        resetting = finished if self.autoreset_mode is AutoresetMode.NEXT_STEP else None
+        with self._call_lock:
+            self._check_open()
+            if resetting is None or not resetting.any():
+                requests = self._requests("step", env_ids, self._encode(per_env))
             else:
-                ops.append("step")
-                args.append(self.codec.encode_action(action))
-        same_step = self.autoreset_mode is AutoresetMode.SAME_STEP
-        limit = self.max_episode_steps
-        runs = []
-        for shard, positions, shard_ops, shard_args, ids in self._plan(env_ids, ops, args):
-            # SAME_STEP resets in the same request: tell the shard which steps truncate
-            reset_after = (
-                [limit is not None and self._elapsed[i] + 1 >= limit for i in ids]
-                if same_step
-                else None
-            )
-            runs.append((shard.run(positions, shard_ops, shard_args, reset_after), ids))
-        event_loop = loop.get_loop()
-        if lockstep:  # one hand-off for the whole step; frames are absorbed as they arrive
-            future = asyncio.run_coroutine_threadsafe(self._absorb_all(runs), event_loop)
-            self._pending[future] = env_ids
-            return
-        for run, ids in runs:  # send/recv: each frame is its own future
-            self._pending[
-                asyncio.run_coroutine_threadsafe(self._absorb_all([(run, ids)]), event_loop)
-            ] = ids
-
-    async def _absorb_all(self, runs: list[tuple[Any, list[int]]]) -> list[tuple[int, Any]]:
-        """On the loop thread: await the frames, decode each as soon as it arrives.
-
-        Decoding a frame's replies overlaps with the servers computing the next frames,
-        and the caller's thread wakes once per step, not once per frame.
-        """
-
-        async def settle(run: Any, ids: list[int]) -> tuple[list[int], Any]:
-            try:
-                return ids, await run
-            except Exception as exc:  # a bug below the shard: fail these envs, typed
-                error = (
-                    exc if isinstance(exc, OpenEnvGymError) else UsageError(f"step failed: {exc!r}")
-                )
-                return ids, error
-
-        outs: list[tuple[int, Any]] = []
-        for arrival in asyncio.as_completed([settle(run, ids) for run, ids in runs]):
-            ids, results = await arrival
-            outs.extend(self._absorb(ids, results))
-        return outs
-
-    def _collect(self, want: int, timeout: float | None) -> dict[int, _Out]:
-        """Gather finished sub-envs until at least ``want`` are ready; consume them."""
-        while len(self._ready) < want and self._pending:
-            done, _ = concurrent.futures.wait(
-                list(self._pending), timeout=timeout, return_when=concurrent.futures.FIRST_COMPLETED
-            )
-            if not done:
-                raise WaitTimeoutError(
-                    f"{len(self._ready)} of {want} sub-envs finished within {timeout} s; "
-                    "the step is still pending"
-                )
-            for future in done:
-                ids = self._pending.pop(future)
-                try:
-                    self._ready.extend(future.result())
-                except BaseException as exc:  # cancelled: fail these envs, typed
-                    error = UsageError(f"step was cancelled: {exc!r}")
-                    self._ready.extend((i, error) for i in ids)
-        taken, self._ready = self._ready[:want], self._ready[want:]
-        errors = {i: out for i, out in taken if isinstance(out, BaseException)}
-        if errors:
-            succeeded = {i: tuple(out) for i, out in taken if not isinstance(out, BaseException)}
-            raise EnvErrorGroup(f"{len(errors)} sub-environment(s) failed", errors, succeeded)
-        return {i: out for i, out in taken if isinstance(out, _Out)}
-
-    def _absorb(self, ids: list[int], results: Any) -> list[tuple[int, Any]]:
-        """Turn one frame's per-env results into step outputs (or errors), in ``ids`` order."""
-        if isinstance(results, BaseException):
-            return [(i, results) for i in ids]
-        outs: list[tuple[int, Any]] = []
-        next_step = self.autoreset_mode is AutoresetMode.NEXT_STEP
-        autoreset, out_of = self._autoreset, self._out
-        for i, result in zip(ids, results, strict=True):
-            if result.__class__ is not tuple:  # an exception for this sub-env
-                outs.append((i, result))
-                continue
-            first, second = result
-            if next_step and autoreset[i]:
-                outs.append((i, out_of(i, first, reset=True)))
-                continue
-            out = out_of(i, first, reset=False)
-            if second is not None:  # SAME_STEP: reset within the same step
-                if isinstance(second, BaseException):
-                    outs.append((i, second))
-                    continue
-                fresh = out_of(i, second, reset=True)
-                info = {"final_obs": out.obs, "final_info": out.info, **fresh.info}
-                out = _Out(fresh.obs, out.reward, out.terminated, out.truncated, info)
-            outs.append((i, out))
-        return outs
-
-    def _run_plan(
-        self, plans: list[tuple[Shard, list[int], list[str], list[Mapping[str, Any]], list[int]]]
-    ) -> dict[int, Any]:
-        async def run_all() -> list[Any]:
-            return await asyncio.gather(  # type: ignore[no-any-return]
-                *(shard.run(pos, ops, args) for shard, pos, ops, args, _ in plans),
-                return_exceptions=True,
-            )
-
-        results: dict[int, Any] = {}
-        for (_, _, _, _, ids), outcome in zip(plans, loop.run(run_all()), strict=True):
-            for k, i in enumerate(ids):
-                if isinstance(outcome, BaseException):
-                    results[i] = outcome
-                elif isinstance(outcome[k], BaseException):
-                    results[i] = outcome[k]
-                else:
-                    results[i] = outcome[k][0]
-        return results
+                stepping = np.flatnonzero(~resetting).tolist()
+                requests = self._requests("reset", env_ids[resetting], None)
+                if stepping:
+                    acts = [per_env[j] for j in stepping]
+                    requests += self._requests("step", env_ids[stepping], self._encode(acts))
+            self._in_flight.extend(self._dispatcher.submit(requests))
+        self._busy[env_ids] = True
 
     # ------------------------------------------------------------------ extras
     def call(self, name: str, *args: Any, **kwargs: Any) -> tuple[Any, ...]:
         """Call a method on every sub-env; supported: ``state``, ``render``."""
         self._check_open()
         if name == "state":
-            every = list(range(self.num_envs))
-            results = self._run_plan(self._plan(every, ["state"] * len(every), [{}] * len(every)))
-            errors = {i: r for i, r in results.items() if isinstance(r, BaseException)}
+            every = np.arange(self.num_envs)
+            with self._call_lock:
+                outcomes = self._dispatcher.run(self._requests("state", every, None))
+            states: dict[int, Any] = {}
+            errors: dict[int, BaseException] = {}
+            for outcome in outcomes:
+                for k, i in enumerate(outcome.ids):
+                    if k in outcome.errors:
+                        errors[i] = outcome.errors[k]
+                    else:
+                        states[i] = outcome.observation(k)
             if errors:
                 raise EnvErrorGroup("state failed", errors)
-            return tuple(results[i] for i in range(self.num_envs))
+            return tuple(states[i] for i in range(self.num_envs))
         if name == "render":
             return self._render_all()
         return self.get_attr(name)
@@ -625,8 +784,8 @@ class OpenEnvVectorEnv(VectorEnv[Any, Any, Any]):
         What the batched ``infos`` of ``step`` / ``recv`` hold for it, without unbatching
         them (empty before its first reset).
         """
-        reply = self._last_raw[i]
-        return {} if reply is None else reply_info(reply, self._observed)
+        outcome = self._last[i]
+        return {} if outcome is None else self._info_at(outcome, int(self._last_at[i]))
 
     def get_attr(self, name: str) -> tuple[Any, ...]:
         """Return one value per sub-env.
@@ -635,11 +794,11 @@ class OpenEnvVectorEnv(VectorEnv[Any, Any, Any]):
         attribute of the vector env itself is repeated N times.
         """
         if name == "base_url":
-            return tuple(self._where[i][0].url for i in range(self.num_envs))
+            return tuple(self._urls[k] for k in self._shard_of.tolist())
         if name == "protocol":
-            return tuple(self._where[i][0].protocol for i in range(self.num_envs))
+            return tuple(self.protocols[k] for k in self._shard_of.tolist())
         if name == "elapsed_steps":
-            return tuple(self._elapsed)
+            return tuple(self._elapsed.tolist())
         if name.startswith("_") or not hasattr(self, name):
             raise AttributeError(f"sub-environments have no attribute {name!r}")
         return (getattr(self, name),) * self.num_envs
@@ -655,9 +814,12 @@ class OpenEnvVectorEnv(VectorEnv[Any, Any, Any]):
         self.max_episode_steps = values
 
     def _render_all(self) -> tuple[Any, ...]:
-        return tuple(
-            None if raw is None else self.codec.render(raw.observation) for raw in self._last_raw
-        )
+        frames = []
+        for i in range(self.num_envs):
+            outcome = self._last[i]
+            obs = None if outcome is None else outcome.observation(int(self._last_at[i]))
+            frames.append(None if obs is None else self.codec.render(obs))
+        return tuple(frames)
 
     def render(self) -> tuple[Any, ...] | None:
         """``render_mode="ansi"``: one text per sub-env."""
@@ -666,19 +828,21 @@ class OpenEnvVectorEnv(VectorEnv[Any, Any, Any]):
         return self._render_all()
 
     def close_extras(self, **kwargs: Any) -> None:
-        """Close every connection and stop local servers."""
-        shards, self._shards = self._shards, []
-        for future in self._pending:
-            future.cancel()
-        self._pending.clear()
+        """Close every connection and stop local servers.
 
-        async def close_all() -> None:
-            await asyncio.gather(*(s.aclose() for s in shards), return_exceptions=True)
-
+        From another thread while a call waits: that call ends with a
+        :class:`~openenv_gym.exceptions.UsageError` first.
+        """
+        dispatcher = self._dispatcher
+        if not self._call_lock.acquire(blocking=False):
+            dispatcher.interrupt()  # a call is waiting on the sockets: make it return
+            self._call_lock.acquire()
         try:
-            if shards:
-                loop.run(close_all())
+            self._in_flight.clear()
+            self._ready.clear()
+            dispatcher.close()
         finally:
+            self._call_lock.release()
             self._provider.close()
 
     def __repr__(self) -> str:
@@ -688,9 +852,14 @@ class OpenEnvVectorEnv(VectorEnv[Any, Any, Any]):
         )
 
 
-def _empty(space: Any, n: int) -> Any:
+# ---------------------------------------------------------------------- helpers
+
+
+def _empty(space: spaces.Space[Any], n: int) -> Any:
     """A fresh batch buffer (``concatenate`` fills it; Text spaces give a tuple)."""
-    return create_empty_array(space, n)
+    buffer = create_empty_array(space, n)
+    assert buffer is not None
+    return buffer
 
 
 def _length(actions: Any) -> int:
@@ -701,123 +870,96 @@ def _length(actions: Any) -> int:
     return len(actions)
 
 
-def _fits(kind: type, value: Any) -> bool:
-    """Whether ``value`` goes into a ``kind`` column without loss."""
-    if value is None:
-        return False
-    if issubclass(kind, bool | np.bool_):
-        return isinstance(value, bool | np.bool_)
-    if issubclass(kind, int | np.integer):
-        return isinstance(value, int | np.integer)
-    return isinstance(value, int | float | np.number)
+def _take_args(args: Any, chosen: Any) -> Any:
+    """Rows or columns of ``args`` at ``chosen`` (a slice or an index array)."""
+    if args is None or (isinstance(chosen, slice) and chosen == slice(None)):
+        return args
+    if isinstance(args, Mapping):
+        return {key: _take_column(column, chosen) for key, column in args.items()}
+    if isinstance(chosen, slice):
+        return args[chosen]
+    return [args[k] for k in chosen.tolist()]
 
 
-def _numeric_column(n: int, kind: type, rows: list[int], values: list[Any], full: bool) -> Any:
-    """A column typed by its first value, as Gymnasium's ``_add_info`` types it.
+def _take_column(column: Any, chosen: Any) -> Any:
+    if isinstance(column, np.ndarray) or isinstance(chosen, slice):
+        return column[chosen]
+    return [column[k] for k in chosen.tolist()]
 
-    Where a later value does not fit, Gymnasium raises (``None`` in a number column) or
-    silently truncates (``0.75`` in an int column); here the column widens instead: to
-    float64 when every value is a number, else to an object array.
-    """
-    if full and all(type(v) is kind for v in values):
-        return np.array(values, dtype=kind)
-    if all(_fits(kind, v) for v in values):
-        column: np.ndarray[Any, Any] = np.zeros(n, dtype=kind)
-        column[rows] = values
-        return column
-    numbers = all(isinstance(v, int | float | np.number) for v in values) and not any(
-        isinstance(v, bool) for v in values
+
+def _merge_outcomes(outcomes: list[Outcome], ids: _Int) -> Outcome:
+    """One outcome over ``ids`` (in order) from several (SAME_STEP's resets)."""
+    if len(outcomes) == 1:
+        return outcomes[0]
+    rows: list[dict[str, Any] | None] = []
+    meta: list[dict[str, Any] | None] = []
+    errors: dict[int, BaseException] = {}
+    for outcome in outcomes:
+        for k in range(len(outcome.ids)):
+            if k in outcome.errors:
+                errors[len(rows)] = outcome.errors[k]
+            rows.append(outcome.observation(k))
+            meta.append(outcome.meta(k))
+    return Outcome(
+        ids.tolist(),
+        "reset",
+        None,
+        rows,
+        frozenset(),
+        np.concatenate([o.rewards for o in outcomes]),
+        np.concatenate([o.dones for o in outcomes]),
+        None,
+        meta,
+        errors,
     )
-    array = np.zeros(n, dtype=np.float64) if numbers else np.full(n, None, dtype=object)
-    for i, value in zip(rows, values, strict=True):
-        array[i] = value
-    return array
 
 
-def _same_keys(infos: Sequence[Mapping[str, Any]]) -> bool:
-    keys = infos[0].keys()
-    return all(info.keys() == keys for info in infos)
-
-
-def _batch_uniform(infos: Sequence[Mapping[str, Any]], n: int) -> dict[str, Any]:
-    """Batch infos that all have the same keys (the usual case).
-
-    Whole columns at once, no masks to fill; odd columns go through the general path.
-    """
+def _place(infos: dict[str, Any], rows: _Int, n: int) -> dict[str, Any]:
+    """Infos batched over ``len(rows)`` sub-envs, spread to the rows of an n-env batch."""
     out: dict[str, Any] = {}
-    for key in infos[0]:
-        values = [info[key] for info in infos]
-        first = values[0]
-        kinds = set(map(type, values))
-        array: Any
-        if key == "final_obs":
-            array = np.fromiter(values, dtype=object, count=n)
-        elif kinds == {dict}:
-            array = batch_infos(values)
-        elif len(kinds) == 1 and (
-            first.__class__ in (int, float, bool) or isinstance(first, np.number)
-        ):
-            array = np.array(values, dtype=first.__class__)
-        elif not isinstance(first, int | float | bool | dict | np.ndarray | np.generic):
-            # the first value is an object (str, list, None...): an object column, as
-            # Gymnasium types a column by its first value
-            array = np.fromiter(values, dtype=object, count=n)
-        else:  # mixed numbers, arrays: the general path decides
-            array = _batch_general([{key: v} for v in values])[key]
-        out[key] = array
-        out[f"_{key}"] = np.ones(n, dtype=np.bool_)
-    return out
-
-
-def batch_infos(infos: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
-    """Batch per-env info dicts exactly as ``VectorEnv._add_info`` does, column by column.
-
-    Every key becomes an array of length N with a bool mask ``_key``; dicts recurse;
-    numbers get the dtype of the first env reporting them; ``final_obs`` and other
-    objects become object arrays.
-    """
-    n = len(infos)
-    if n and _same_keys(infos):
-        return _batch_uniform(infos, n)
-    return _batch_general(infos)
-
-
-def _batch_general(infos: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
-    """:func:`batch_infos` for infos whose keys differ between envs."""
-    n = len(infos)
-    columns: dict[str, tuple[list[int], list[Any]]] = {}
-    for i, info in enumerate(infos):
-        for key, value in info.items():
-            column = columns.get(key)
-            if column is None:
-                column = columns[key] = ([], [])
-            column[0].append(i)
-            column[1].append(value)
-    out: dict[str, Any] = {}
-    for key, (rows, values) in columns.items():
-        full = len(rows) == n
-        mask = np.ones(n, dtype=np.bool_) if full else np.zeros(n, dtype=np.bool_)
-        if not full:
-            mask[rows] = True
-        first = values[0]
-        kind = type(first)
-        array: Any
-        if key != "final_obs" and kind is dict:
-            nested: list[Mapping[str, Any]] = [{}] * n
-            for i, value in zip(rows, values, strict=True):
-                if isinstance(value, dict):
-                    nested[i] = value
-            array = batch_infos(nested)
-        elif key != "final_obs" and (kind in (int, float, bool) or isinstance(first, np.number)):
-            array = _numeric_column(n, kind, rows, values, full)
-        elif key != "final_obs" and isinstance(first, np.ndarray):
-            array = np.zeros((n, *first.shape), dtype=first.dtype)
-            for i, value in zip(rows, values, strict=True):
-                array[i] = value
+    for key, value in infos.items():
+        if isinstance(value, dict):
+            out[key] = _place(value, rows, n)
+            continue
+        if key.startswith("_") and isinstance(value, np.ndarray) and value.dtype == np.bool_:
+            mask = np.zeros(n, dtype=np.bool_)
+            mask[rows] = value
+            out[key] = mask
+            continue
+        if isinstance(value, np.ndarray):
+            if value.dtype == object:
+                array = np.full((n, *value.shape[1:]), None, dtype=object)
+            else:
+                array = np.zeros((n, *value.shape[1:]), dtype=value.dtype)
+            array[rows] = value
+            out[key] = array
         else:
-            array = np.full(n, None, dtype=object)
-            for i, value in zip(rows, values, strict=True):
-                array[i] = value
-        out[key] = array
-        out[f"_{key}"] = mask
+            out[key] = value
     return out
+
+
+def _join(space: spaces.Space[Any], pieces: list[Any]) -> Any:
+    """Batched observations of several pieces, one after the other."""
+    if len(pieces) == 1:
+        piece = pieces[0]
+        return tuple(piece) if isinstance(piece, list) else piece
+    first = pieces[0]
+    if isinstance(first, np.ndarray):
+        return np.concatenate(pieces)
+    if isinstance(space, spaces.Dict):
+        return {key: _join(space[key], [p[key] for p in pieces]) for key in space.spaces}
+    if isinstance(space, spaces.Tuple):
+        return tuple(_join(sub, [p[j] for p in pieces]) for j, sub in enumerate(space.spaces))
+    return tuple(item for piece in pieces for item in piece)
+
+
+def _take(space: spaces.Space[Any], batch: Any, rows: Any) -> Any:
+    """Batched observations at ``rows`` (an index array)."""
+    if isinstance(batch, np.ndarray):
+        return batch[rows]
+    if isinstance(space, spaces.Dict):
+        return {key: _take(space[key], batch[key], rows) for key in space.spaces}
+    if isinstance(space, spaces.Tuple):
+        return tuple(_take(sub, batch[j], rows) for j, sub in enumerate(space.spaces))
+    items = [batch[k] for k in rows.tolist()]
+    return items if isinstance(batch, list) else tuple(items)

@@ -51,7 +51,6 @@ from openenv_gym.exceptions import (
 from openenv_gym.integrations.lockstep import Lockstep, Turn, step_text
 from openenv_gym.integrations.text import TextInterface, text_interface
 from openenv_gym.providers import Provider, make_provider
-from openenv_gym.transport import loop
 
 __all__ = [
     "EnvironmentFactory",
@@ -82,15 +81,6 @@ def _class_name(env_id: str) -> str:
     words = re.findall(r"[A-Za-z0-9]+", base) or ["Tool"]
     name = "".join(w[:1].upper() + w[1:] for w in words)
     return f"{name}Env" if name[0].isalpha() else f"Env{name}"
-
-
-def _close_anywhere(close: Callable[[], None]) -> None:
-    # Finalizers run on whichever thread the garbage collector is on, the event-loop thread
-    # included, where blocking calls are refused: from there the close gets its own thread.
-    if loop.on_loop_thread():
-        threading.Thread(target=close, name="openenv-gym-close", daemon=True).start()
-    else:
-        close()
 
 
 def _seed(value: Any, column: str) -> int | None:
@@ -131,7 +121,7 @@ class OpenEnvToolEnv:
         self._factory = factory
         self._runtime = runtime
         self._env = env
-        self._finalizer = weakref.finalize(self, _close_anywhere, env.close)
+        self._finalizer = weakref.finalize(self, env.close)
         self._return = 0.0
         self._started = False
         self._done = False
@@ -230,7 +220,7 @@ class OpenEnvToolEnv:
         if self._runtime.closed:
             raise UsageError("the factory was closed: call it again for a new instance")
         self._env = self._factory._make_env(self._runtime)
-        self._finalizer = weakref.finalize(self, _close_anywhere, self._env.close)
+        self._finalizer = weakref.finalize(self, self._env.close)
 
     def _close(self) -> None:
         """Close the session (also done when the instance is collected, or at exit)."""
@@ -631,7 +621,7 @@ class VectorRolloutFunc:
         if lockstep is None:
             kwargs = {"autoreset_mode": "Disabled", **self.make_kwargs}
             envs = gymnasium.make_vec(self.env_id, num_envs=n, **kwargs)
-            self._finalizers.append(weakref.finalize(self, _close_anywhere, envs.close))
+            self._finalizers.append(weakref.finalize(self, envs.close))
             lockstep = self._lockstep[n] = Lockstep(envs, self.interface)
         self._last = lockstep
         return lockstep

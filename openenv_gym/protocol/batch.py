@@ -1,9 +1,12 @@
-"""openenv-gym's batched protocol, version 1: msgpack binary frames, sans-I/O.
+"""openenv-gym's batched protocol, versions 1 and 2: msgpack binary frames, sans-I/O.
 
-One WebSocket connection (path ``/batch``, subprotocol :data:`SUBPROTOCOL`) carries many
-environment *slots*. One frame carries one operation for many slots; every reply lists
-a result or an error per slot, so one failing env never fails the batch. Requests carry
-ids, so several may be in flight. ``docs/protocol.md`` section 3 is the specification.
+One WebSocket connection (path ``/batch``, subprotocol :data:`SUBPROTOCOL` for version 1,
+:data:`SUBPROTOCOL_V2` for version 2) carries many environment *slots*. One frame carries
+one operation for many slots; every reply lists a result or an error per slot, so one
+failing env never fails the batch. Requests carry ids, so several may be in flight.
+Version 2 adds the *columnar* forms: observations, metadata and actions may travel as
+one column per field (``cols``, ``meta_cols``) instead of one map per slot, and numeric
+columns as one ndarray. ``docs/protocol.md`` section 3 is the specification.
 
 Usage, client side::
 
@@ -37,7 +40,10 @@ __all__ = [
     "DEFAULT_MAX_FRAME",
     "MAX_REQUEST_ID",
     "PROTOCOL_VERSION",
+    "PROTOCOL_VERSIONS",
     "SUBPROTOCOL",
+    "SUBPROTOCOLS",
+    "SUBPROTOCOL_V2",
     "BatchClient",
     "BatchReplyReceived",
     "BatchRequestReceived",
@@ -48,18 +54,42 @@ __all__ = [
     "HelloRequestReceived",
     "Op",
     "RequestFailed",
+    "ResultTable",
     "SlotError",
     "SlotErrorCode",
     "SlotResult",
     "decode_frame",
     "encode_frame",
+    "version_of",
 ]
 
 PROTOCOL_VERSION = 1
-"""The version this module speaks (section 1.2)."""
+"""Version 1: what :class:`BatchClient` and :class:`BatchServer` speak unless told otherwise."""
+
+PROTOCOL_VERSIONS = (1, 2)
+"""Every version this module speaks (section 1.2)."""
 
 SUBPROTOCOL = "openenv-gym.batch.v1"
 """WebSocket subprotocol a server selects when it speaks batched protocol v1 (section 1.3)."""
+
+SUBPROTOCOL_V2 = "openenv-gym.batch.v2"
+"""WebSocket subprotocol of version 2 (section 3.9): v1 plus the columnar forms."""
+
+SUBPROTOCOLS = {1: SUBPROTOCOL, 2: SUBPROTOCOL_V2}
+"""Subprotocol name of each version; a client offers the newest first (section 1.3)."""
+
+
+def version_of(subprotocol: str | None) -> int | None:
+    """The protocol version a subprotocol name stands for (None: not ours).
+
+    >>> version_of("openenv-gym.batch.v2"), version_of("chat")
+    (2, None)
+    """
+    for version, name in SUBPROTOCOLS.items():
+        if name == subprotocol:
+            return version
+    return None
+
 
 MAX_REQUEST_ID = 2**32 - 1
 """Largest request id. Id 0 is reserved for ``hello`` (section 3.5)."""
@@ -187,6 +217,74 @@ def _check_slots(value: Any) -> tuple[int, ...]:
     return slots
 
 
+def _parse_columns(
+    value: Any, numeric: Any, n: int, name: str
+) -> tuple[dict[str, Any], frozenset[str]]:
+    """Check a map of columns (section 3.9): string keys, each column n entries long."""
+    if not isinstance(value, dict) or not all(isinstance(k, str) for k in value):
+        raise RemoteProtocolError(f"{name!r} must be a map with string keys, got {_brief(value)}")
+    for key, column in value.items():
+        if isinstance(column, np.ndarray):
+            if column.ndim == 0 or column.shape[0] != n:
+                raise RemoteProtocolError(
+                    f"{name!r} column {_brief(key)}: ndarray of shape {column.shape}, "
+                    f"needs ({n}, ...)"
+                )
+        elif not isinstance(column, list) or len(column) != n:
+            raise RemoteProtocolError(f"{name!r} column {_brief(key)} must hold {n} entries")
+    if not isinstance(numeric, list) or not all(
+        isinstance(k, str) and isinstance(value.get(k), np.ndarray) for k in numeric
+    ):
+        raise RemoteProtocolError(
+            f"'numeric' must list ndarray columns of {name!r}, got {_brief(numeric)}"
+        )
+    return value, frozenset(numeric)
+
+
+def column_value(column: Any, k: int, numeric: bool) -> Any:
+    """Entry ``k`` of a column, as it would travel in a per-slot map.
+
+    A ``numeric`` ndarray column stands for JSON numbers: its entry becomes Python numbers
+    (``tolist``); another ndarray column gives a copy of its row.
+    """
+    if isinstance(column, np.ndarray):
+        row = column[k]
+        return row.tolist() if numeric else np.array(row)
+    return column[k]
+
+
+def columns_to_rows(
+    columns: Mapping[str, Any], numeric: frozenset[str], n: int
+) -> list[dict[str, Any]]:
+    """Per-slot maps from a map of columns (the v1 form of v2's ``cols``)."""
+    if not columns:
+        return [{} for _ in range(n)]
+    keys = list(columns)
+    lists = []
+    for key in keys:
+        column = columns[key]
+        if isinstance(column, np.ndarray):
+            if key in numeric:
+                lists.append(column.tolist())
+            else:
+                lists.append([np.array(row) for row in column])
+        else:
+            lists.append(column)
+    return [dict(zip(keys, values, strict=True)) for values in zip(*lists, strict=True)]
+
+
+def _encode_columns(columns: Mapping[str, Any], numeric: frozenset[str], n: int) -> dict[str, Any]:
+    for key, column in columns.items():
+        length = column.shape[0] if isinstance(column, np.ndarray) and column.ndim else None
+        if length is None and isinstance(column, np.ndarray):
+            raise LocalProtocolError(f"column {key!r}: a 0-d ndarray is not a column")
+        if (len(column) if length is None else length) != n:
+            raise LocalProtocolError(f"column {key!r} must hold {n} entries")
+    if not numeric <= {k for k, c in columns.items() if isinstance(c, np.ndarray)}:
+        raise LocalProtocolError("'numeric' may only name ndarray columns")
+    return dict(columns)
+
+
 # --------------------------------------------------------------------------- messages
 
 
@@ -258,25 +356,85 @@ class HelloReceived:
 class BatchReplyReceived:
     """Client side: the reply to one batched request.
 
+    A version-2 server may send the observations and the metadata of ``reset`` / ``step``
+    as columns (section 3.9): then :attr:`columns` (and :attr:`meta_columns`) hold them
+    and :attr:`observations` (:attr:`metadata`) is None. :meth:`observation` and
+    :meth:`meta` read one slot's either way.
+
     Attributes:
         op: The operation answered.
         request_id: The request's id.
         slots: The request's slots, in request order.
-        observations: Per slot: the observation (reset / step) or state (state), None on error.
+        observations: Per slot: the observation (reset / step) or state (state), None on
+            error; None when the observations came as columns.
         rewards: float64 array, NaN where the env sent no reward or the slot failed.
         dones: bool array.
-        metadata: Per slot: metadata or None.
+        metadata: Per slot: metadata or None; None when it came as columns.
         errors: Slot id -> error, for the slots that failed.
+        columns: Field -> column of one entry per slot (a list, or an ndarray whose first
+            dimension is the slot), or None.
+        numeric: The ndarray columns of :attr:`columns` that stand for JSON numbers.
+        meta_columns: Metadata key -> list of one entry per slot, or None.
     """
 
     op: Op
     request_id: int
     slots: tuple[int, ...]
-    observations: list[dict[str, Any] | None]
+    observations: list[dict[str, Any] | None] | None
     rewards: np.ndarray[Any, np.dtype[np.float64]]
     dones: np.ndarray[Any, np.dtype[np.bool_]]
-    metadata: list[dict[str, Any] | None]
+    metadata: list[dict[str, Any] | None] | None
     errors: dict[int, ErrorReceived]
+    columns: dict[str, Any] | None = None
+    numeric: frozenset[str] = frozenset()
+    meta_columns: dict[str, list[Any]] | None = None
+
+    def observation(self, k: int) -> dict[str, Any] | None:
+        """Slot position ``k``'s observation (or state) as a map; None if it failed."""
+        if self.columns is None:
+            assert self.observations is not None
+            return self.observations[k]
+        if self.slots[k] in self.errors:
+            return None
+        numeric = self.numeric
+        return {
+            key: column_value(column, k, key in numeric) for key, column in self.columns.items()
+        }
+
+    def meta(self, k: int) -> dict[str, Any] | None:
+        """Slot position ``k``'s metadata, or None (none sent, empty, or the slot failed)."""
+        if self.meta_columns is None:
+            return None if self.metadata is None else self.metadata[k]
+        if self.slots[k] in self.errors:
+            return None
+        return {key: column[k] for key, column in self.meta_columns.items()} or None
+
+
+@dataclass(frozen=True, slots=True)
+class ResultTable:
+    """Server side: the results of one ``reset`` / ``step`` request, by column (section 3.9).
+
+    Answer with :meth:`BatchServer.send_table`: a version-2 connection sends the columns as
+    they are, a version-1 connection gets one map per slot made from them.
+
+    Attributes:
+        observations: Field -> column (a list of one entry per slot, or an ndarray whose
+            first dimension is the slot), or one map (None if failed) per slot.
+        rewards: float64 array, NaN where there is no reward (and for failed slots).
+        dones: bool array (False for failed slots).
+        numeric: The ndarray columns that stand for JSON numbers (section 3.9).
+        metadata: Key -> list of one entry per slot, or one map (or None) per slot, or
+            None when no slot has metadata.
+        errors: Position in the request's slots -> the error of that slot; the columns'
+            entries at these positions are ignored.
+    """
+
+    observations: Mapping[str, Any] | Sequence[dict[str, Any] | None]
+    rewards: np.ndarray[Any, np.dtype[np.float64]]
+    dones: np.ndarray[Any, np.dtype[np.bool_]]
+    numeric: frozenset[str] = frozenset()
+    metadata: Mapping[str, list[Any]] | Sequence[dict[str, Any] | None] | None = None
+    errors: Mapping[int, SlotError] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True)
@@ -322,11 +480,16 @@ class BatchClient:
 
     Args:
         client_name: Sent in ``hello``.
+        version: The protocol version to speak: the one whose subprotocol the server
+            selected (:func:`version_of`). Version 2 allows the columnar forms.
     """
 
-    def __init__(self, client_name: str = "openenv-gym") -> None:
+    def __init__(self, client_name: str = "openenv-gym", version: int = PROTOCOL_VERSION) -> None:
+        if version not in PROTOCOL_VERSIONS:
+            raise LocalProtocolError(f"unknown protocol version {version}")
         self.state = ConnectionState.NEW
         self.client_name = client_name
+        self.version = version
         self.server_info: HelloReceived | None = None
         self.open_slots: set[int] = set()
         self._busy: set[int] = set()
@@ -355,7 +518,7 @@ class BatchClient:
             {
                 "op": Op.HELLO.value,
                 "id": 0,
-                "versions": [PROTOCOL_VERSION],
+                "versions": [self.version],
                 "client": self.client_name,
             }
         )
@@ -364,7 +527,13 @@ class BatchClient:
         self._outgoing.append(frame)
         return 0
 
-    def _send(self, op: Op, slots: Iterable[int], args: Sequence[Mapping[str, Any]] | None) -> int:
+    def _send(
+        self,
+        op: Op,
+        slots: Iterable[int],
+        args: Sequence[Mapping[str, Any]] | Mapping[str, Any] | None,
+        numeric: Iterable[str] = (),
+    ) -> int:
         if self.state in (ConnectionState.NEW, ConnectionState.CLOSED):
             raise LocalProtocolError(f"cannot send {op.value} in state {self.state.value}")
         slot_tuple = tuple(slots)
@@ -387,14 +556,17 @@ class BatchClient:
                 raise LocalProtocolError(f"{op.value}: slots {sorted(unknown)} are not open")
         message: dict[str, Any] = {"op": op.value, "id": 0, "slots": list(slot_tuple)}
         if op in _ARG_OPS:
-            if args is None or len(args) != len(slot_tuple):
-                raise LocalProtocolError(
-                    f"{op.value}: {len(slot_tuple)} slots need as many arguments, got "
-                    f"{'none' if args is None else len(args)}"
-                )
-            if not all(isinstance(key, str) for arg in args for key in arg):
-                raise LocalProtocolError(f"{op.value}: argument maps need string keys")
-            message["args"] = [dict(a) for a in args]
+            if isinstance(args, Mapping):
+                self._columns_message(op, message, args, frozenset(numeric), len(slot_tuple))
+            else:
+                if args is None or len(args) != len(slot_tuple):
+                    raise LocalProtocolError(
+                        f"{op.value}: {len(slot_tuple)} slots need as many arguments, got "
+                        f"{'none' if args is None else len(args)}"
+                    )
+                if not all(isinstance(key, str) for arg in args for key in arg):
+                    raise LocalProtocolError(f"{op.value}: argument maps need string keys")
+                message["args"] = [dict(a) for a in args]
         rid = self._free_id()
         message["id"] = rid
         frame = encode_frame(message)
@@ -409,17 +581,54 @@ class BatchClient:
         self._outgoing.append(frame)
         return rid
 
+    def _columns_message(
+        self,
+        op: Op,
+        message: dict[str, Any],
+        columns: Mapping[str, Any],
+        numeric: frozenset[str],
+        n: int,
+    ) -> None:
+        if self.version < 2:
+            raise LocalProtocolError(f"{op.value}: columnar arguments need protocol version 2")
+        if not all(isinstance(key, str) for key in columns):
+            raise LocalProtocolError(f"{op.value}: argument columns need string keys")
+        message["cols"] = _encode_columns(columns, numeric, n)
+        if numeric:
+            message["numeric"] = sorted(numeric)
+
     def send_open(self, slots: Iterable[int]) -> int:
         """Queue ``open``: create one environment instance per slot."""
         return self._send(Op.OPEN, slots, None)
 
-    def send_reset(self, slots: Iterable[int], kwargs: Sequence[Mapping[str, Any]]) -> int:
-        """Queue ``reset`` with one kwargs mapping per slot (``seed``, ``episode_id``...)."""
-        return self._send(Op.RESET, slots, kwargs)
+    def send_reset(
+        self,
+        slots: Iterable[int],
+        kwargs: Sequence[Mapping[str, Any]] | Mapping[str, Any],
+        *,
+        numeric: Iterable[str] = (),
+    ) -> int:
+        """Queue ``reset`` with one kwargs mapping per slot (``seed``, ``episode_id``...).
 
-    def send_step(self, slots: Iterable[int], actions: Sequence[Mapping[str, Any]]) -> int:
-        """Queue ``step`` with one action (its fields) per slot."""
-        return self._send(Op.STEP, slots, actions)
+        Version 2: ``kwargs`` may instead be a map of columns, one entry per slot
+        (section 3.9); ``numeric`` names its ndarray columns that stand for JSON numbers.
+        """
+        return self._send(Op.RESET, slots, kwargs, numeric)
+
+    def send_step(
+        self,
+        slots: Iterable[int],
+        actions: Sequence[Mapping[str, Any]] | Mapping[str, Any],
+        *,
+        numeric: Iterable[str] = (),
+    ) -> int:
+        """Queue ``step`` with one action (its fields) per slot.
+
+        Version 2: ``actions`` may instead be a map of columns, field -> one entry per
+        slot (section 3.9); ``numeric`` names its ndarray columns that stand for JSON
+        numbers.
+        """
+        return self._send(Op.STEP, slots, actions, numeric)
 
     def send_state(self, slots: Iterable[int]) -> int:
         """Queue ``state`` for the slots."""
@@ -499,8 +708,10 @@ class BatchClient:
                 "hello reply needs non-negative integers 'version', 'max_slots', 'max_frame' "
                 "and strings 'server', 'env'"
             )
-        if version != PROTOCOL_VERSION:
-            raise RemoteProtocolError(f"server chose unsupported protocol version {version}")
+        if version != self.version:
+            raise RemoteProtocolError(
+                f"server chose protocol version {version}, this connection speaks {self.version}"
+            )
         # Only a pending hello is answered here, and it is pending only in HELLO_SENT.
         self.server_info = HelloReceived(version, server, env, max_slots, max_frame)
         self.state = ConnectionState.OPEN
@@ -511,25 +722,50 @@ class BatchClient:
     ) -> BatchReplyReceived:
         n = len(pending.slots)
         errors = _parse_errors(message.get("errors", {}), n)
-        observations: list[dict[str, Any] | None] = [None] * n
-        metadata: list[dict[str, Any] | None] = [None] * n
+        observations: list[dict[str, Any] | None] | None = [None] * n
+        metadata: list[dict[str, Any] | None] | None = [None] * n
+        columns: dict[str, Any] | None = None
+        numeric: frozenset[str] = frozenset()
+        meta_columns: dict[str, Any] | None = None
         rewards = np.full(n, math.nan)
         dones = np.zeros(n, dtype=bool)
         if pending.op in _ARG_OPS:
-            observations = _parse_list(message.get("obs"), n, "obs", dict)
-            metadata = _parse_list(message.get("meta", [None] * n), n, "meta", dict)
+            if self.version >= 2 and "cols" in message:
+                columns, numeric = _parse_columns(
+                    message["cols"], message.get("numeric", []), n, "cols"
+                )
+                observations = None
+            else:
+                observations = _parse_list(message.get("obs"), n, "obs", dict)
+            if self.version >= 2 and "meta_cols" in message:
+                meta_columns, _ = _parse_columns(message["meta_cols"], [], n, "meta_cols")
+                if any(isinstance(c, np.ndarray) for c in meta_columns.values()):
+                    raise RemoteProtocolError("'meta_cols' columns must be arrays, not ndarrays")
+                metadata = None
+            else:
+                metadata = _parse_list(message.get("meta", [None] * n), n, "meta", dict)
             rewards = _parse_column(message.get("reward"), n, "reward", _F8)
             dones = _parse_column(message.get("done"), n, "done", _B1)
         elif pending.op is Op.STATE:
             observations = _parse_list(message.get("state"), n, "state", dict)
-        if pending.op in _RESULT_OPS:
+        if pending.op in _RESULT_OPS and observations is not None:
             for pos, (slot, obs) in enumerate(zip(pending.slots, observations, strict=True)):
                 if (pos in errors) == (obs is not None):
                     raise RemoteProtocolError(f"slot {slot}: needs either a result or an error")
         slot_errors = {pending.slots[pos]: err for pos, err in errors.items()}
         self._update_slots(pending, slot_errors)
         return BatchReplyReceived(
-            pending.op, rid, pending.slots, observations, rewards, dones, metadata, slot_errors
+            pending.op,
+            rid,
+            pending.slots,
+            observations,
+            rewards,
+            dones,
+            metadata,
+            slot_errors,
+            columns,
+            numeric,
+            meta_columns,
         )
 
     def _update_slots(self, pending: _Pending, errors: Mapping[int, ErrorReceived]) -> None:
@@ -607,10 +843,15 @@ class BatchServer:
 
     Args:
         max_frame: Largest frame accepted, in bytes (also announced in ``hello``).
+        version: The protocol version of the connection: the one whose subprotocol was
+            selected (:func:`version_of`). ``hello`` must list it.
     """
 
-    def __init__(self, max_frame: int = DEFAULT_MAX_FRAME) -> None:
+    def __init__(self, max_frame: int = DEFAULT_MAX_FRAME, version: int = PROTOCOL_VERSION) -> None:
+        if version not in PROTOCOL_VERSIONS:
+            raise LocalProtocolError(f"unknown protocol version {version}")
         self.max_frame = max_frame
+        self.version = version
         self.state = ConnectionState.NEW
         self._pending: dict[int, tuple[Op, tuple[int, ...]]] = {}
         self._busy: set[int] = set()
@@ -668,9 +909,9 @@ class BatchServer:
                 or not isinstance(client, str)
             ):
                 raise RemoteProtocolError("hello needs 'versions' (list of int) and 'client' (str)")
-            if PROTOCOL_VERSION not in versions:
+            if self.version not in versions:
                 raise RemoteProtocolError(
-                    f"no common protocol version (server speaks {PROTOCOL_VERSION})"
+                    f"no common protocol version (this connection speaks {self.version})"
                 )
             return HelloRequestReceived(rid, tuple(versions), client)
         if self.state is ConnectionState.NEW:
@@ -680,7 +921,12 @@ class BatchServer:
         if busy:
             raise RemoteProtocolError(f"slots {sorted(busy)} are in a request in flight")
         args: tuple[Mapping[str, Any], ...] = ()
-        if op in _ARG_OPS:
+        if op in _ARG_OPS and self.version >= 2 and "cols" in message:
+            columns, numeric = _parse_columns(
+                message["cols"], message.get("numeric", []), len(slots), "cols"
+            )
+            args = tuple(columns_to_rows(columns, numeric, len(slots)))
+        elif op in _ARG_OPS:
             raw = message.get("args")
             if not isinstance(raw, list) or len(raw) != len(slots):
                 raise RemoteProtocolError(f"{op.value}: 'args' must be a list of {len(slots)} maps")
@@ -699,7 +945,7 @@ class BatchServer:
             {
                 "op": Op.HELLO.value,
                 "id": 0,
-                "version": PROTOCOL_VERSION,
+                "version": self.version,
                 "server": server,
                 "env": env,
                 "max_slots": max_slots,
@@ -747,6 +993,65 @@ class BatchServer:
         }
         if errors:
             message["errors"] = errors
+        self._answer(rid, (op, request.slots), encode_frame(message))
+
+    def send_table(self, request: BatchRequestReceived, table: ResultTable) -> None:
+        """Answer a ``reset`` / ``step`` request with its results by column (section 3.9).
+
+        On a version-2 connection the columns travel as they are; on version 1 they
+        become one map per slot. Next: :meth:`data_to_send`.
+
+        Raises:
+            LocalProtocolError: The request is not a pending reset/step, a column or
+                array does not have one entry per slot, or a value cannot be serialised.
+        """
+        rid, op, n = request.request_id, request.op, len(request.slots)
+        if op not in _ARG_OPS:
+            raise LocalProtocolError(f"send_table answers reset and step, not {op.value}")
+        if table.rewards.shape != (n,) or table.dones.shape != (n,):
+            raise LocalProtocolError(f"rewards and dones need shape ({n},)")
+        if not all(_is_uint(pos) and pos < n for pos in table.errors):
+            raise LocalProtocolError("error positions must be positions of the request's slots")
+        message: dict[str, Any] = {
+            "op": op.value,
+            "id": rid,
+            "reward": np.asarray(table.rewards, dtype=_F8),
+            "done": np.asarray(table.dones, dtype=_B1),
+        }
+        errors = table.errors
+        observations, metadata = table.observations, table.metadata
+        if self.version >= 2 and isinstance(observations, Mapping):
+            message["cols"] = _encode_columns(observations, table.numeric, n)
+            if table.numeric:
+                message["numeric"] = sorted(table.numeric)
+        else:
+            rows = (
+                columns_to_rows(observations, table.numeric, n)
+                if isinstance(observations, Mapping)
+                else list(observations)
+            )
+            if len(rows) != n:
+                raise LocalProtocolError(f"{n} slots need {n} observations, got {len(rows)}")
+            message["obs"] = [None if pos in errors else row or {} for pos, row in enumerate(rows)]
+        if metadata is not None and self.version >= 2 and isinstance(metadata, Mapping):
+            if any(isinstance(column, np.ndarray) for column in metadata.values()):
+                raise LocalProtocolError("metadata columns must be lists")
+            message["meta_cols"] = _encode_columns(metadata, frozenset(), n)
+        elif metadata is not None:
+            meta_rows = (
+                columns_to_rows(metadata, frozenset(), n)
+                if isinstance(metadata, Mapping)
+                else list(metadata)
+            )
+            if len(meta_rows) != n:
+                raise LocalProtocolError(f"{n} slots need {n} metadata entries")
+            meta = [None if pos in errors else row or None for pos, row in enumerate(meta_rows)]
+            if any(m is not None for m in meta):
+                message["meta"] = meta
+        if errors:
+            message["errors"] = {
+                pos: [e.code, e.message, dict(e.details)] for pos, e in sorted(errors.items())
+            }
         self._answer(rid, (op, request.slots), encode_frame(message))
 
     def _answer(self, rid: int, expected: tuple[Op, tuple[int, ...]], frame: bytes) -> None:

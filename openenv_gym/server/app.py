@@ -25,7 +25,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from pydantic import BaseModel, ValidationError
+from pydantic import BaseModel, TypeAdapter, ValidationError
 from websockets.asyncio.server import Server, ServerConnection, serve
 from websockets.datastructures import Headers
 from websockets.exceptions import ConnectionClosed
@@ -36,6 +36,7 @@ from openenv_gym._version import __version__
 from openenv_gym.exceptions import LocalProtocolError
 from openenv_gym.protocol import batch as bp
 from openenv_gym.protocol import openenv as op
+from openenv_gym.server.columns import result_table
 from openenv_gym.server.environment import EnvironmentMetadata
 from openenv_gym.server.loader import EnvModels, resolve_models
 
@@ -103,6 +104,7 @@ class EnvServer:
         self.active = 0
         self._server: Server | None = None
         self._reset_filter = _reset_kwargs_filter(env_factory)
+        self._actions: TypeAdapter[list[Any]] = TypeAdapter(list[self.models.action])  # type: ignore[name-defined]
         self._schema = json.dumps(
             {
                 "action": self.models.action.model_json_schema(),
@@ -275,7 +277,8 @@ class EnvServer:
 
     # ---- batched protocol: many instances per connection
     async def _serve_batch(self, connection: ServerConnection) -> None:
-        conn = bp.BatchServer(max_frame=self.config.max_frame)
+        version = bp.version_of(connection.subprotocol) or bp.PROTOCOL_VERSION
+        conn = bp.BatchServer(max_frame=self.config.max_frame, version=version)
         slots: dict[int, Any] = {}
         try:
             async for frame in connection:
@@ -285,6 +288,8 @@ class EnvServer:
                         conn.send_hello(
                             server=SERVER_NAME, env=self.name, max_slots=self.config.max_sessions
                         )
+                    elif event.op in (bp.Op.STEP, bp.Op.RESET):
+                        self._answer_table(conn, event, self._run_episode_op(event, slots))
                     else:
                         results = self._run_batch(event, slots)
                         try:
@@ -298,6 +303,89 @@ class EnvServer:
                 _close_env(env)
             self._release(len(slots))
 
+    @staticmethod
+    def _answer_table(
+        conn: bp.BatchServer,
+        request: bp.BatchRequestReceived,
+        results: list[BaseModel | bp.SlotError],
+    ) -> None:
+        try:
+            conn.send_table(request, result_table(results, version=conn.version))
+        except LocalProtocolError:  # some env's result cannot be encoded: fail only those
+            checked = [
+                r if isinstance(r, bp.SlotError) else _encodable(_slot_result(r)) for r in results
+            ]
+            fixed = [
+                c if isinstance(c, bp.SlotError) else r
+                for r, c in zip(results, checked, strict=True)
+            ]
+            conn.send_table(request, result_table(fixed, version=1))
+
+    def _run_episode_op(
+        self, request: bp.BatchRequestReceived, slots: dict[int, Any]
+    ) -> list[BaseModel | bp.SlotError]:
+        """``step`` / ``reset`` for every slot of a request: the hot path.
+
+        Actions are validated in one call for the whole request; an environment class
+        may step all its instances of the request at once (``step_batch``, see
+        ``docs/protocol.md`` section 3.9).
+        """
+        envs = [slots.get(slot) for slot in request.slots]
+        results: list[Any] = [
+            _no_such_slot(slot) if env is None else None
+            for slot, env in zip(request.slots, envs, strict=True)
+        ]
+        live = [k for k, env in enumerate(envs) if env is not None]
+        if request.op is bp.Op.RESET:
+            keep = self._reset_filter
+            for k in live:
+                results[k] = _guard(_reset, envs[k], keep(request.args[k]))
+            return results
+        ready: list[int] = []
+        actions: list[Any] = []
+        for k, action in zip(
+            live, self._validate_actions([request.args[k] for k in live]), strict=True
+        ):
+            if isinstance(action, bp.SlotError):
+                results[k] = action
+            else:
+                ready.append(k)
+                actions.append(action)
+        if not ready:
+            return results
+        kind = type(envs[ready[0]])
+        step_batch = getattr(kind, "step_batch", None)
+        if callable(step_batch) and all(type(envs[k]) is kind for k in ready):
+            for k, outcome in zip(
+                ready, _batched(step_batch, [envs[k] for k in ready], actions), strict=True
+            ):
+                results[k] = outcome
+            return results
+        for k, action in zip(ready, actions, strict=True):
+            results[k] = _guard(_step, envs[k], action)
+        return results
+
+    def _validate_actions(self, args: list[Any]) -> list[Any]:
+        """The action models of ``args`` in one validation call; a SlotError where invalid."""
+        try:
+            return list(self._actions.validate_python(args))
+        except ValidationError:
+            pass  # some are invalid: find which, one by one
+        validate = self.models.action.__pydantic_validator__.validate_python
+        out: list[Any] = []
+        for arg in args:
+            try:
+                out.append(validate(arg))
+            except ValidationError as exc:
+                out.append(
+                    bp.SlotError(
+                        op.ErrorCode.VALIDATION_ERROR.value,
+                        "Invalid message",
+                        {"errors": _errors(exc)},
+                    )
+                )
+        return out
+
     def _run_batch(
         self, request: bp.BatchRequestReceived, slots: dict[int, Any]
     ) -> list[bp.SlotResult | bp.SlotError | None]:
@@ -305,26 +393,6 @@ class EnvServer:
         if op_ is bp.Op.OPEN:
             return self._open_slots(request.slots, slots)
         guarded = self._guarded
-        if op_ is bp.Op.STEP:  # the hot path: one tight loop, no per-slot dispatch
-            validate = self.models.action.__pydantic_validator__.validate_python
-
-            def step(env: Any, arg: Any) -> bp.SlotResult:
-                return _slot_result(env.step(validate(arg)))
-
-            return [
-                guarded(slots, slot, step, arg)
-                for slot, arg in zip(request.slots, request.args, strict=True)
-            ]
-        if op_ is bp.Op.RESET:
-            keep = self._reset_filter
-
-            def reset(env: Any, arg: Any) -> bp.SlotResult:
-                return _slot_result(env.reset(**keep(arg)))
-
-            return [
-                guarded(slots, slot, reset, arg)
-                for slot, arg in zip(request.slots, request.args, strict=True)
-            ]
         if op_ is bp.Op.STATE:
             return [guarded(slots, slot, _state_result, None) for slot in request.slots]
         return [guarded(slots, slot, self._close_slot, (slots, slot)) for slot in request.slots]
@@ -397,10 +465,49 @@ class _FactoryFailed(Exception):
 
 
 def _select_subprotocol(connection: ServerConnection, offered: Any) -> Subprotocol | None:
+    """On ``/batch``: the newest batched-protocol version the client offers (section 1.3)."""
     assert connection.request is not None
-    if connection.request.path.split("?", 1)[0] == "/batch" and bp.SUBPROTOCOL in offered:
-        return Subprotocol(bp.SUBPROTOCOL)
-    return None
+    if connection.request.path.split("?", 1)[0] != "/batch":
+        return None
+    versions = [v for name in offered if (v := bp.version_of(name)) is not None]
+    return Subprotocol(bp.SUBPROTOCOLS[max(versions)]) if versions else None
+
+
+def _no_such_slot(slot: int) -> bp.SlotError:
+    return bp.SlotError(bp.SlotErrorCode.NO_SUCH_SLOT.value, f"slot {slot} is not open")
+
+
+def _execution_error(exc: BaseException) -> bp.SlotError:
+    logger.debug("environment raised", exc_info=exc)
+    return bp.SlotError(op.ErrorCode.EXECUTION_ERROR.value, str(exc) or type(exc).__name__)
+
+
+def _step(env: Any, action: Any) -> Any:
+    return env.step(action)
+
+
+def _reset(env: Any, kwargs: Any) -> Any:
+    return env.reset(**kwargs)
+
+
+def _batched(step_batch: Callable[..., Any], envs: list[Any], actions: list[Any]) -> list[Any]:
+    """``step_batch(envs, actions)``: a result per env; an exception fails its env only."""
+    try:
+        outcomes = list(step_batch(envs, actions))
+    except Exception as exc:
+        return [_execution_error(exc)] * len(envs)
+    if len(outcomes) != len(envs):
+        error = ValueError(f"step_batch returned {len(outcomes)} results for {len(envs)} envs")
+        return [_execution_error(error)] * len(envs)
+    return [_execution_error(o) if isinstance(o, BaseException) else o for o in outcomes]
+
+
+def _guard(call: Callable[[Any, Any], Any], env: Any, arg: Any) -> Any:
+    """``call(env, arg)``; an exception becomes the slot's EXECUTION_ERROR."""
+    try:
+        return call(env, arg)
+    except Exception as exc:
+        return _execution_error(exc)
 
 
 def _json_response(connection: ServerConnection, status: http.HTTPStatus, body: str) -> Response:

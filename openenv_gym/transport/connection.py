@@ -1,25 +1,25 @@
-"""Async drivers over the sans-I/O protocols: the only code that touches sockets.
+"""Connections over the sans-I/O protocols, driven on the caller's thread.
 
 * :class:`JsonSession` -- one OpenEnv ``/ws`` session (one environment instance).
 * :class:`BatchConnection` -- one batched ``/batch`` connection carrying many slots,
   several requests in flight, replies matched by request id.
 
-Every third-party exception is converted here, once, to :mod:`openenv_gym.exceptions`.
-A timeout or a lost connection is fatal: the socket is dropped, so no late reply can
-ever be taken for the answer to a later request.
+Both split a request in two halves, so that many can be in flight at once over many
+sockets: ``send_*`` writes the request and returns at once; :meth:`~JsonSession.poll`
+reads what has arrived and parses it (this is where replies are decoded, as they come in,
+while servers still compute the others); a reply is then taken with ``take``. The
+blocking calls (``reset``, ``step``, ``call``...) are the two halves with a wait between.
+
+A timeout or a lost connection is fatal: the socket is dropped, so no late reply can ever
+be taken for the answer to a later request.
 """
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import logging
-from collections.abc import Mapping, Sequence
+import time
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
-
-from websockets.asyncio.client import ClientConnection, connect
-from websockets.exceptions import ConnectionClosed, InvalidHandshake, InvalidStatus, InvalidURI
-from websockets.typing import Subprotocol
 
 from openenv_gym._version import __version__
 from openenv_gym.config import Timeouts
@@ -36,81 +36,42 @@ from openenv_gym.exceptions import (
 )
 from openenv_gym.protocol import batch as bp
 from openenv_gym.protocol import openenv as op
+from openenv_gym.transport import keepalive
+from openenv_gym.transport.wire import (
+    HandshakeRefused,
+    WebSocket,
+    deadline_after,
+    open_websocket,
+    wait,
+    ws_url,
+)
 
-__all__ = ["BatchConnection", "BatchUnsupportedError", "JsonSession", "ws_url"]
+__all__ = [
+    "BatchConnection",
+    "BatchUnsupportedError",
+    "JsonSession",
+    "error_of",
+    "ws_url",
+]
 
 logger = logging.getLogger("openenv_gym.transport")
 
-MAX_MESSAGE = 100 * 2**20  # the official client's receive cap (100 MB)
+_NEWEST_FIRST = tuple(bp.SUBPROTOCOLS[v] for v in sorted(bp.SUBPROTOCOLS, reverse=True))
 
 
 class BatchUnsupportedError(ConnectError):
     """The server does not speak the batched protocol (fall back to JSON ``/ws``)."""
 
 
-def ws_url(base_url: str, path: str) -> str:
-    """``http(s)://host[:port][/prefix]`` (or ws(s)://, or bare host) -> ``ws(s)://.../path``."""
-    url = base_url.strip().rstrip("/")
-    for http_scheme, ws_scheme in (("https://", "wss://"), ("http://", "ws://")):
-        if url.startswith(http_scheme):
-            url = ws_scheme + url[len(http_scheme) :]
-    if "://" not in url:
-        url = "ws://" + url
-    return url + path
-
-
-async def _open(
-    base_url: str,
-    path: str,
-    timeouts: Timeouts,
-    subprotocols: Sequence[str] | None = None,
-    headers: Mapping[str, str] | None = None,
-) -> ClientConnection:
-    url = ws_url(base_url, path)
-    try:
-        async with asyncio.timeout(timeouts.connect):
-            return await connect(
-                url,
-                compression=None,
-                max_size=MAX_MESSAGE,
-                subprotocols=[Subprotocol(s) for s in subprotocols] if subprotocols else None,
-                additional_headers=dict(headers) if headers else None,
-                user_agent_header=f"openenv-gym/{__version__}",
-                open_timeout=None,
-                close_timeout=timeouts.close,
-                max_queue=64,
-                proxy=None if _is_loopback(url) else True,
-            )
-    except TimeoutError as exc:
-        raise ConnectError(f"connecting to {url} timed out after {timeouts.connect} s") from exc
-    except InvalidStatus as exc:
-        status = exc.response.status_code
-        if path == "/batch":
-            raise BatchUnsupportedError(f"{url}: HTTP {status}") from exc
-        raise ConnectError(
-            f"{url}: the server refused the WebSocket upgrade (HTTP {status})"
-        ) from exc
-    except (InvalidHandshake, InvalidURI, OSError, ValueError) as exc:
-        if path == "/batch" and isinstance(exc, InvalidHandshake):
-            raise BatchUnsupportedError(f"{url}: {exc}") from exc
-        raise ConnectError(f"cannot connect to {url}: {exc}") from exc
-
-
-def _is_loopback(url: str) -> bool:
-    host = url.split("://", 1)[-1].split("/", 1)[0].rsplit("@", 1)[-1]
-    host = host.rsplit(":", 1)[0] if not host.endswith("]") else host
-    return host.strip("[]") in ("127.0.0.1", "localhost", "::1") or host.startswith("127.")
-
-
-async def _abort(ws: ClientConnection) -> None:
-    """Drop the socket at once (no close handshake: its replies can't be trusted)."""
-    ws.transport.abort()
-    with contextlib.suppress(Exception):
-        await ws.wait_closed()
-
-
-def _raise_error(reply: op.ErrorReceived) -> ServerError:
+def error_of(reply: op.ErrorReceived) -> ServerError:
+    """The exception for an OpenEnv error frame, or a per-slot error of a batched reply."""
     return server_error(reply.code, reply.message, reply.details, session_closed=reply.ends_session)
+
+
+def _timed_out(url: str, timeouts: Timeouts, what: str) -> RequestTimeoutError:
+    return RequestTimeoutError(
+        f"no reply from {url} within {timeouts.step} s; the {what} is closed"
+    )
 
 
 class JsonSession:
@@ -119,17 +80,21 @@ class JsonSession:
     Args:
         ws: The open WebSocket.
         timeouts: Step and close timeouts.
-        url: For messages.
     """
 
-    def __init__(self, ws: ClientConnection, timeouts: Timeouts, url: str) -> None:
-        self._ws = ws
-        self._proto = op.ClientSession()
+    def __init__(self, ws: WebSocket, timeouts: Timeouts) -> None:
+        self.ws = ws
+        self.url = ws.url
         self.timeouts = timeouts
-        self.url = url
+        self._proto = op.ClientSession()
+        self._reply: op.Reply | None = None
+        self._deadline: float | None = None
+        self._in_flight = False
+        self._overdue = False
+        keepalive.track(ws)
 
     @classmethod
-    async def connect(
+    def connect(
         cls, base_url: str, timeouts: Timeouts, headers: Mapping[str, str] | None = None
     ) -> JsonSession:
         """Open ``/ws`` on ``base_url``.
@@ -137,138 +102,255 @@ class JsonSession:
         Raises:
             ConnectError: Unreachable, or the upgrade was refused.
         """
-        ws = await _open(base_url, "/ws", timeouts, headers=headers)
-        return cls(ws, timeouts, ws_url(base_url, "/ws"))
+        ws = open_websocket(ws_url(base_url, "/ws"), headers=headers, timeout=timeouts.connect)
+        return cls(ws, timeouts)
 
     @property
     def closed(self) -> bool:
         """Whether the session is over (closed, failed or timed out)."""
         return self._proto.state is op.SessionState.CLOSED
 
-    async def _exchange(self) -> op.Reply:
-        frames = self._proto.data_to_send()
-        try:
-            async with asyncio.timeout(self.timeouts.step):
-                try:
-                    for frame in frames:
-                        await self._ws.send(frame)
-                except ConnectionClosed:
-                    pass  # the reason may be buffered (e.g. CAPACITY_REACHED): read it
-                while True:
-                    self._proto.receive_data(await self._ws.recv())
-                    events = self._proto.events_received()
-                    if events:
-                        return events[0]
-        except TimeoutError as exc:
-            self._proto.connection_lost()
-            await _abort(self._ws)
-            raise RequestTimeoutError(
-                f"no reply from {self.url} within {self.timeouts.step} s; the session is closed"
-            ) from exc
-        except ConnectionClosed as exc:
-            self._proto.connection_lost()
-            raise ConnectionLostError(f"connection to {self.url} lost: {exc}") from exc
-        except ProtocolError:
-            await _abort(self._ws)
-            raise
-        except asyncio.CancelledError:
-            self._proto.connection_lost()
-            await _abort(self._ws)
-            raise
-
-    async def _observation(self) -> op.ObservationReceived:
-        reply = await self._exchange()
-        if isinstance(reply, op.ErrorReceived):
-            if reply.ends_session:
-                await _abort(self._ws)
-            raise _raise_error(reply)
-        assert isinstance(reply, op.ObservationReceived)
-        return reply
+    @property
+    def pending(self) -> bool:
+        """Whether a request was sent and its reply not taken yet."""
+        return self._in_flight
 
     def _check_open(self) -> None:
         if self.closed:
             raise UsageError(f"the session with {self.url} is closed")
 
-    async def reset(self, **kwargs: Any) -> op.ObservationReceived:
-        """Send ``reset`` and return the first observation."""
-        self._check_open()
-        self._proto.send_reset(**kwargs)
-        return await self._observation()
+    # ------------------------------------------------------------------ the two halves
+    def send_reset(self, **kwargs: Any) -> None:
+        """Send ``reset``; take its reply with :meth:`take` once :meth:`poll` found it."""
+        self._send(lambda: self._proto.send_reset(**kwargs))
 
-    async def step(self, action: Mapping[str, Any]) -> op.ObservationReceived:
-        """Send ``step`` with the action's fields and return the observation."""
-        self._check_open()
-        self._proto.send_step(action)
-        return await self._observation()
+    def send_step(self, action: Mapping[str, Any]) -> None:
+        """Send ``step`` with the action's fields."""
+        self._send(lambda: self._proto.send_step(action))
 
-    async def state(self) -> dict[str, Any]:
-        """Return the environment's state."""
+    def send_state(self) -> None:
+        """Send ``state``."""
+        self._send(self._proto.send_state)
+
+    def _send(self, queue: Any) -> None:
         self._check_open()
-        self._proto.send_state()
-        reply = await self._exchange()
+        if self._in_flight:
+            raise UsageError(f"a request to {self.url} is pending: take its reply first")
+        with self.ws.lock:
+            self._drain()  # anything that came while idle is unsolicited: fatal (2.5)
+            if self._reply is not None:  # the server ended the session unasked (capacity...)
+                reply, self._reply = self._reply, None
+                self.ws.abort()
+                assert isinstance(reply, op.ErrorReceived)
+                raise error_of(reply)
+            queue()
+            self._deadline = deadline_after(self.timeouts.step)
+            self._in_flight = True
+            try:
+                for frame in self._proto.data_to_send():
+                    self.ws.queue(frame)
+                self.ws.flush()
+            except ConnectionLostError:
+                pass  # the reason may be buffered (e.g. CAPACITY_REACHED): read it
+
+    def _drain(self) -> None:
+        self.ws.read()
+        self._feed()
+
+    def _feed(self) -> None:
+        messages = self.ws.messages
+        proto = self._proto
+        try:
+            while messages:
+                proto.receive_data(messages.popleft())
+        except ProtocolError:
+            self.ws.abort()
+            raise
+        for event in proto.events_received():
+            self._reply = event
+
+    def poll(self) -> bool:
+        """Read what has arrived (never blocks); True once the reply is in (or failed).
+
+        Raises:
+            RemoteProtocolError: The server broke the protocol (the session is closed).
+        """
+        ws = self.ws
+        with ws.lock:
+            if ws.flush():
+                ws.read()
+            self._feed()
+            if self._reply is None and ws.failure is not None:
+                self._proto.connection_lost()
+        return self._reply is not None or self.closed
+
+    @property
+    def deadline(self) -> float | None:
+        """When the pending request times out (None: nothing pending, or no timeout)."""
+        return self._deadline
+
+    @property
+    def ready(self) -> bool:
+        """Whether :meth:`take` would return or raise without waiting."""
+        return (
+            not self._in_flight
+            or self._reply is not None
+            or self._overdue
+            or self.ws.failure is not None
+        )
+
+    def expire(self, now: float) -> None:
+        """Mark the pending request overdue if its deadline passed (:meth:`take` raises)."""
+        deadline = self._deadline
+        if self._in_flight and deadline is not None and now >= deadline and self._reply is None:
+            self._overdue = True
+
+    def take(self) -> op.Reply:
+        """The reply :meth:`poll` found; the request is over.
+
+        Raises:
+            RequestTimeoutError: Overdue (the session is closed).
+            ConnectionLostError: The connection ended first.
+            ServerError: An error frame (the session survives unless it ends sessions).
+        """
+        reply, self._reply = self._reply, None
+        overdue, self._overdue, self._in_flight = self._overdue, False, False
+        self._deadline = None
+        if reply is None or overdue:
+            if self.ws.failure is not None and not overdue:
+                self._proto.connection_lost()
+                raise ConnectionLostError(str(self.ws.failure)) from self.ws.failure
+            self._proto.connection_lost()
+            self.ws.abort()
+            raise _timed_out(self.url, self.timeouts, "session")
         if isinstance(reply, op.ErrorReceived):
-            raise _raise_error(reply)
+            if reply.ends_session:
+                self.ws.abort()
+            raise error_of(reply)
+        return reply
+
+    def wait(self) -> op.Reply:
+        """Block until the pending reply is in, then :meth:`take` it.
+
+        A reply counts only if it is read before the deadline.
+        """
+        while True:
+            self.expire(time.monotonic())
+            if self._overdue or self.poll():
+                break
+            with self.ws.lock:
+                if not wait([self.ws], self._deadline):
+                    self._overdue = True
+                    break
+        return self.take()
+
+    # ------------------------------------------------------------------ blocking calls
+    def reset(self, **kwargs: Any) -> op.ObservationReceived:
+        """Send ``reset`` and return the first observation."""
+        self.send_reset(**kwargs)
+        return self._observation()
+
+    def step(self, action: Mapping[str, Any]) -> op.ObservationReceived:
+        """Send ``step`` with the action's fields and return the observation."""
+        self.send_step(action)
+        return self._observation()
+
+    def _observation(self) -> op.ObservationReceived:
+        reply = self.wait()
+        assert isinstance(reply, op.ObservationReceived)
+        return reply
+
+    def state(self) -> dict[str, Any]:
+        """Return the environment's state."""
+        self.send_state()
+        reply = self.wait()
         assert isinstance(reply, op.StateReceived)
         return reply.state
 
-    async def aclose(self) -> None:
+    def close(self) -> None:
         """Send ``close`` and close the socket. Idempotent; never raises."""
-        if not self.closed:
-            self._proto.send_close()
-            with contextlib.suppress(ConnectionClosed, OSError):
-                for frame in self._proto.data_to_send():
-                    await self._ws.send(frame)
-        try:
-            async with asyncio.timeout(self.timeouts.close):
-                await self._ws.close()
-        except (TimeoutError, OSError, ConnectionClosed):
-            await _abort(self._ws)
+        with self.ws.lock:
+            if not self.closed:
+                self._proto.send_close()
+                try:
+                    for frame in self._proto.data_to_send():
+                        self.ws.queue(frame)
+                except ConnectionLostError:
+                    pass
+            self.ws.close(self.timeouts.close)
+
+    def abort(self) -> None:
+        """Drop the socket at once (e.g. the caller gave up waiting)."""
+        self._proto.connection_lost()
+        self.ws.abort()
 
 
 class BatchConnection:
     """One batched-protocol connection carrying many slots. Create with :meth:`connect`.
 
-    Requests may be in flight concurrently (each awaits its own reply). A reply not
-    received within ``timeouts.step`` closes the whole connection.
+    Requests may be in flight concurrently (each with its own id). A reply not received
+    within ``timeouts.step`` closes the whole connection.
+
+    Args:
+        ws: The open WebSocket, its subprotocol selected.
+        client: The protocol state, its version that of the subprotocol.
+        timeouts: Step and close timeouts.
     """
 
-    def __init__(self, ws: ClientConnection, timeouts: Timeouts, url: str) -> None:
-        self._ws = ws
-        self._proto = bp.BatchClient(client_name=f"openenv-gym/{__version__}")
+    def __init__(self, ws: WebSocket, client: bp.BatchClient, timeouts: Timeouts) -> None:
+        self.ws = ws
+        self.url = ws.url
         self.timeouts = timeouts
-        self.url = url
-        self._waiters: dict[int, asyncio.Future[Any]] = {}
+        self._proto = client
+        self._replies: dict[int, bp.BatchReplyReceived | bp.RequestFailed | bp.HelloReceived] = {}
+        self._deadlines: dict[int, float | None] = {}
         self._failure: OpenEnvGymError | None = None
-        self._reader: asyncio.Task[None] | None = None
-        self._closing = False  # aclose() called: the reader's end is not a failure
+        self._closed_by_client = False
+        keepalive.track(ws)
 
     @classmethod
-    async def connect(
-        cls, base_url: str, timeouts: Timeouts, headers: Mapping[str, str] | None = None
+    def connect(
+        cls,
+        base_url: str,
+        timeouts: Timeouts,
+        headers: Mapping[str, str] | None = None,
+        versions: Sequence[int] = bp.PROTOCOL_VERSIONS,
     ) -> BatchConnection:
-        """Open ``/batch`` on ``base_url`` and exchange ``hello``.
+        """Open ``/batch`` on ``base_url`` (the newest version both speak) and say ``hello``.
 
         Raises:
             BatchUnsupportedError: The server does not speak the batched protocol.
             ConnectError: The server is unreachable.
         """
-        ws = await _open(base_url, "/batch", timeouts, [bp.SUBPROTOCOL], headers)
         url = ws_url(base_url, "/batch")
-        if ws.subprotocol != bp.SUBPROTOCOL:
-            await _abort(ws)
-            raise BatchUnsupportedError(f"{url}: subprotocol {bp.SUBPROTOCOL} not selected")
-        self = cls(ws, timeouts, url)
-        self._reader = asyncio.get_running_loop().create_task(self._read())
+        offered = [name for name in _NEWEST_FIRST if bp.version_of(name) in versions]
+        try:
+            ws = open_websocket(
+                url, subprotocols=offered, headers=headers, timeout=timeouts.connect
+            )
+        except HandshakeRefused as exc:
+            raise BatchUnsupportedError(f"{url}: HTTP {exc.status}") from exc
+        version = bp.version_of(ws.subprotocol)
+        if version is None or version not in versions:
+            ws.abort()
+            raise BatchUnsupportedError(f"{url}: no batched-protocol subprotocol selected")
+        self = cls(ws, bp.BatchClient(f"openenv-gym/{__version__}", version=version), timeouts)
         self._proto.send_hello()
         try:
-            reply = await self._request(0)
-        except BaseException:
-            await self.aclose()
+            reply = self._wait_for(self._queue_sent(0))
+        except OpenEnvGymError:
+            self.abort()
             raise
         if not isinstance(reply, bp.HelloReceived):
-            await self.aclose()
+            self.abort()
             raise BatchUnsupportedError(f"{url}: hello refused: {reply}")
         return self
+
+    # ------------------------------------------------------------------ state
+    @property
+    def version(self) -> int:
+        """The protocol version spoken (2 allows the columnar forms)."""
+        return self._proto.version
 
     @property
     def server_info(self) -> bp.HelloReceived | None:
@@ -290,78 +372,150 @@ class BatchConnection:
         """Slots currently open on this connection."""
         return set(self._proto.open_slots)
 
-    async def _read(self) -> None:
-        failure: OpenEnvGymError
-        try:
-            async for frame in self._ws:
-                self._proto.receive_data(frame)
-                for event in self._proto.events_received():
-                    rid = event.request_id if not isinstance(event, bp.HelloReceived) else 0
-                    waiter = self._waiters.pop(rid, None) if rid is not None else None
-                    if waiter is not None and not waiter.done():
-                        waiter.set_result(event)
-                    elif rid is None:
-                        logger.warning("server rejected a frame: %s", event)
-                if self._proto.state is bp.ConnectionState.CLOSED:
-                    # e.g. an error reply without id: no pending request can be matched
-                    await _abort(self._ws)
-                    failure = RemoteProtocolError(
-                        f"{self.url}: the server rejected a frame it could not attribute; "
-                        "the connection is closed"
-                    )
-                    break
-            else:
-                failure = ConnectionLostError(f"connection to {self.url} closed by the server")
-        except ConnectionClosed as exc:
-            failure = ConnectionLostError(f"connection to {self.url} lost: {exc}")
-        except ProtocolError as exc:
-            failure = exc
-            await _abort(self._ws)
-        self._fail(failure, remember=not self._closing)
-
-    def _fail(self, failure: OpenEnvGymError, *, remember: bool = True) -> None:
-        if self._failure is None and remember:
-            self._failure = failure
-        self._proto.connection_lost()
-        waiters, self._waiters = self._waiters, {}
-        for waiter in waiters.values():
-            if not waiter.done():
-                waiter.set_exception(self._failure or failure)
-
-    async def _request(
-        self, rid: int
-    ) -> bp.HelloReceived | bp.BatchReplyReceived | bp.RequestFailed:
-        waiter: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
-        self._waiters[rid] = waiter
-        try:
-            async with asyncio.timeout(self.timeouts.step):
-                for frame in self._proto.data_to_send():
-                    await self._ws.send(frame)
-                return await waiter  # type: ignore[no-any-return]
-        except TimeoutError as exc:
-            failure = RequestTimeoutError(
-                f"no reply from {self.url} within {self.timeouts.step} s; the connection is closed"
-            )
-            self._fail(failure)
-            await _abort(self._ws)
-            raise failure from exc
-        except ConnectionClosed as exc:
-            self._fail(ConnectionLostError(f"connection to {self.url} lost: {exc}"))
-            assert self._failure is not None
-            raise self._failure from exc
-        except asyncio.CancelledError:
-            self._fail(ConnectionLostError("request cancelled; the connection is closed"))
-            await _abort(self._ws)
-            raise
-
     def _check(self) -> None:
         if self._failure is not None:
             raise self._failure
         if self.closed:
             raise UsageError(f"the connection to {self.url} is closed")
 
-    async def call(
-        self, op_: bp.Op, slots: Sequence[int], args: Sequence[Mapping[str, Any]] | None = None
+    def _fail(self, failure: OpenEnvGymError) -> None:
+        if self._failure is None:
+            self._failure = failure
+        self._proto.connection_lost()
+        self._deadlines.clear()
+        self.ws.abort()
+
+    # ------------------------------------------------------------------ the two halves
+    def send(
+        self,
+        op_: bp.Op,
+        slots: Sequence[int],
+        args: Sequence[Mapping[str, Any]] | Mapping[str, Any] | None = None,
+        numeric: Iterable[str] = (),
+    ) -> int:
+        """Send one request (without waiting) and return its id.
+
+        ``args`` (reset / step): one map per slot, or (version 2) a map of columns.
+
+        Raises:
+            TransportError: The connection is gone.
+            LocalProtocolError: The request is not allowed (slot busy, not open...).
+        """
+        self._check()
+        proto = self._proto
+        if op_ is bp.Op.STEP:
+            rid = proto.send_step(slots, args or [], numeric=numeric)
+        elif op_ is bp.Op.RESET:
+            rid = proto.send_reset(slots, args or [{}] * len(slots), numeric=numeric)
+        elif op_ is bp.Op.OPEN:
+            rid = proto.send_open(slots)
+        elif op_ is bp.Op.STATE:
+            rid = proto.send_state(slots)
+        else:
+            rid = proto.send_close(slots)
+        return self._queue_sent(rid)
+
+    def _queue_sent(self, rid: int) -> int:
+        ws = self.ws
+        with ws.lock:
+            try:
+                for frame in self._proto.data_to_send():
+                    ws.queue(frame)
+                ws.flush()
+            except ConnectionLostError as exc:
+                self._fail(exc)
+        self._deadlines[rid] = deadline_after(self.timeouts.step)
+        return rid
+
+    def poll(self) -> None:
+        """Read and decode what has arrived, never blocking (replies wait for :meth:`take`)."""
+        ws = self.ws
+        with ws.lock:
+            if self._failure is None:
+                try:
+                    if ws.flush():
+                        ws.read()
+                except ConnectionLostError as exc:
+                    self._fail(exc)
+            self._feed()
+
+    def _feed(self) -> None:
+        ws, proto = self.ws, self._proto
+        messages = ws.messages
+        try:
+            while messages:
+                proto.receive_data(messages.popleft())
+                for event in proto.events_received():
+                    rid = 0 if isinstance(event, bp.HelloReceived) else event.request_id
+                    if rid is None:
+                        logger.warning("%s rejected a frame: %s", self.url, event)
+                        continue
+                    self._replies[rid] = event
+                    self._deadlines.pop(rid, None)
+                if proto.state is bp.ConnectionState.CLOSED:
+                    self._fail(
+                        RemoteProtocolError(
+                            f"{self.url}: the server rejected a frame it could not attribute; "
+                            "the connection is closed"
+                        )
+                    )
+                    return
+        except ProtocolError as exc:
+            self._fail(exc)
+            return
+        if ws.failure is not None and self._failure is None and not self._closed_by_client:
+            self._fail(ConnectionLostError(str(ws.failure)))
+
+    def done(self, rid: int) -> bool:
+        """Whether request ``rid`` is answered, or can never be (the connection failed)."""
+        return rid in self._replies or self._failure is not None or self._closed_by_client
+
+    def deadline(self, rid: int) -> float | None:
+        """When request ``rid`` times out (None: never, or already answered)."""
+        return self._deadlines.get(rid)
+
+    def expire(self, now: float) -> None:
+        """Fail the connection if a reply is overdue (a timeout is fatal)."""
+        if any(d is not None and now >= d for d in self._deadlines.values()):
+            self._fail(_timed_out(self.url, self.timeouts, "connection"))
+
+    def take(self, rid: int) -> bp.BatchReplyReceived:
+        """The reply to ``rid``, once :meth:`done`.
+
+        Raises:
+            RemoteProtocolError: The server rejected the whole frame.
+            TransportError: Timeout or lost connection.
+        """
+        reply = self._replies.pop(rid, None)
+        if reply is None:
+            if self._failure is None:
+                raise UsageError(f"the connection to {self.url} was closed by the client")
+            raise self._failure
+        if isinstance(reply, bp.RequestFailed):
+            raise RemoteProtocolError(f"server rejected the request: {reply.code}: {reply.message}")
+        assert isinstance(reply, bp.BatchReplyReceived)
+        return reply
+
+    def _wait_for(self, rid: int) -> Any:
+        while True:
+            self.expire(time.monotonic())  # a reply counts only if read before its deadline
+            self.poll()
+            if rid in self._replies:
+                return self._replies.pop(rid)
+            if self._failure is not None:
+                raise self._failure
+            if self._closed_by_client:
+                raise UsageError(f"the connection to {self.url} was closed by the client")
+            with self.ws.lock:
+                if not wait([self.ws], self._deadlines.get(rid)):
+                    self.expire(time.monotonic())
+
+    # ------------------------------------------------------------------ blocking calls
+    def call(
+        self,
+        op_: bp.Op,
+        slots: Sequence[int],
+        args: Sequence[Mapping[str, Any]] | Mapping[str, Any] | None = None,
     ) -> bp.BatchReplyReceived:
         """Send one batched request and return its reply (per-slot errors inside).
 
@@ -369,18 +523,8 @@ class BatchConnection:
             RemoteProtocolError: The server rejected the whole frame.
             TransportError: Timeout or lost connection (the connection is then closed).
         """
-        self._check()
-        if op_ is bp.Op.OPEN:
-            rid = self._proto.send_open(slots)
-        elif op_ is bp.Op.RESET:
-            rid = self._proto.send_reset(slots, args or [{}] * len(slots))
-        elif op_ is bp.Op.STEP:
-            rid = self._proto.send_step(slots, args or [])
-        elif op_ is bp.Op.STATE:
-            rid = self._proto.send_state(slots)
-        else:
-            rid = self._proto.send_close(slots)
-        reply = await self._request(rid)
+        rid = self.send(op_, slots, args)
+        reply = self._wait_for(rid)
         if isinstance(reply, bp.RequestFailed):
             raise RemoteProtocolError(
                 f"server rejected the {op_.value} frame: {reply.code}: {reply.message}"
@@ -388,20 +532,14 @@ class BatchConnection:
         assert isinstance(reply, bp.BatchReplyReceived)
         return reply
 
-    async def aclose(self) -> None:
+    def close(self) -> None:
         """Close the connection (the server closes every slot). Idempotent; never raises."""
-        self._closing = True
-        self._fail(ConnectionLostError("connection closed by the client"), remember=False)
-        try:
-            async with asyncio.timeout(self.timeouts.close):
-                await self._ws.close()
-        except (TimeoutError, OSError, ConnectionClosed):
-            await _abort(self._ws)
-        if self._reader is not None:
-            with contextlib.suppress(BaseException):
-                await self._reader
+        self._closed_by_client = True
+        self._proto.connection_lost()
+        self._deadlines.clear()
+        with self.ws.lock:
+            self.ws.close(self.timeouts.close)
 
-
-def slot_error(error: op.ErrorReceived) -> ServerError:
-    """The exception for a per-slot error of a batched reply."""
-    return _raise_error(error)
+    def abort(self) -> None:
+        """Drop the connection at once."""
+        self._fail(ConnectionLostError(f"connection to {self.url} closed by the client"))

@@ -1,9 +1,8 @@
-"""The sync facade: one environment session, over the batched protocol or JSON ``/ws``.
+"""One environment session, over the batched protocol or JSON ``/ws``: the single env's transport.
 
 :func:`open_session` discovers what the server speaks (``docs/protocol.md`` section 1.2):
-with ``protocol="auto"`` it tries ``/batch`` and falls back to OpenEnv's ``/ws``. The
-returned :class:`Session` blocks the calling thread while the work runs on the
-background loop (:mod:`openenv_gym.transport.loop`).
+with ``protocol="auto"`` it tries ``/batch`` and falls back to OpenEnv's ``/ws``. Every
+call of the returned :class:`Session` is one round trip on the calling thread.
 """
 
 from __future__ import annotations
@@ -17,8 +16,7 @@ from openenv_gym.config import Timeouts, env_str
 from openenv_gym.exceptions import ConfigurationError, EnvErrorGroup, OpenEnvGymError, UsageError
 from openenv_gym.protocol import batch as bp
 from openenv_gym.protocol.openenv import ObservationReceived
-from openenv_gym.transport import loop
-from openenv_gym.transport.connection import BatchConnection, JsonSession, slot_error
+from openenv_gym.transport.connection import BatchConnection, JsonSession, error_of
 from openenv_gym.transport.shards import BatchShard, JsonShard, connect_shard
 
 __all__ = ["Protocol", "Session", "StepReply", "open_session", "resolve_protocol"]
@@ -54,56 +52,61 @@ class _BatchSlot:
     def raise_unseen_failure(self) -> None:
         """Raise, once, a connection failure no call of this session has reported yet.
 
-        The connection's reader notices a lost connection while the session is idle;
-        the next call must report *that* (e.g. ConnectionLostError), as over JSON /ws,
-        not a bare "session closed".
+        The keepalive thread notices a lost connection while the session is idle; the
+        next call must report *that* (e.g. ConnectionLostError), as over JSON /ws, not a
+        bare "session closed".
         """
-        failure = self.conn.failure
-        if failure is not None and not self._failure_raised:
-            self._failure_raised = True
-            raise failure
+        if not self._failure_raised:
+            self.conn.poll()
+            failure = self.conn.failure
+            if failure is not None:
+                self._failure_raised = True
+                raise failure
 
-    async def _one(self, op_: bp.Op, arg: Mapping[str, Any] | None = None) -> bp.BatchReplyReceived:
+    def _one(self, op_: bp.Op, arg: Mapping[str, Any] | None = None) -> bp.BatchReplyReceived:
         try:
-            reply = await self.conn.call(op_, [self.slot], None if arg is None else [arg])
+            reply = self.conn.call(op_, [self.slot], None if arg is None else [arg])
         except OpenEnvGymError:
             self._failure_raised = True
             raise
         error = reply.errors.get(self.slot)
         if error is not None:
-            raise slot_error(error)
+            raise error_of(error)
         return reply
 
-    async def _obs(self, op_: bp.Op, arg: Mapping[str, Any]) -> ObservationReceived:
-        reply = await self._one(op_, arg)
+    def _obs(self, op_: bp.Op, arg: Mapping[str, Any]) -> ObservationReceived:
+        reply = self._one(op_, arg)
         reward = float(reply.rewards[0])
-        obs = reply.observations[0]
+        obs = reply.observation(0)
         assert obs is not None
         return ObservationReceived(
-            obs, None if reward != reward else reward, bool(reply.dones[0]), reply.metadata[0]
+            obs, None if reward != reward else reward, bool(reply.dones[0]), reply.meta(0)
         )
 
-    async def reset(self, **kwargs: Any) -> ObservationReceived:
-        return await self._obs(bp.Op.RESET, kwargs)
+    def reset(self, **kwargs: Any) -> ObservationReceived:
+        return self._obs(bp.Op.RESET, kwargs)
 
-    async def step(self, action: Mapping[str, Any]) -> ObservationReceived:
-        return await self._obs(bp.Op.STEP, action)
+    def step(self, action: Mapping[str, Any]) -> ObservationReceived:
+        return self._obs(bp.Op.STEP, action)
 
-    async def state(self) -> dict[str, Any]:
-        state = (await self._one(bp.Op.STATE)).observations[0]
+    def state(self) -> dict[str, Any]:
+        state = self._one(bp.Op.STATE).observation(0)
         assert state is not None
         return state
 
-    async def aclose(self) -> None:
-        await self.conn.aclose()
+    def close(self) -> None:
+        self.conn.close()
+
+    def abort(self) -> None:
+        self.conn.abort()
 
 
-async def _connect(
+def _connect(
     base_url: str, protocol: Protocol, timeouts: Timeouts, headers: Mapping[str, str] | None
 ) -> JsonSession | _BatchSlot:
     """Discover the protocol and open one session: the vector env's path, for one env."""
     try:
-        shard = await connect_shard(base_url, [0], protocol, timeouts, headers)
+        shard = connect_shard(base_url, [0], protocol, timeouts, headers)
     except EnvErrorGroup as group:  # one session: raise its own error, cause kept
         raise group.errors[0]  # noqa: B904 - ``from`` would replace its own __cause__
     if isinstance(shard, BatchShard):
@@ -124,13 +127,28 @@ class Session:
         self._impl = impl
         self.base_url = base_url
         self.protocol: Protocol = "json" if isinstance(impl, JsonSession) else "batch"
-        # dropped without close(): close the socket on the loop, never blocking the GC
-        self._finalizer = weakref.finalize(self, loop.call_soon, impl.aclose)
+        # dropped without close(): drop the socket (the server frees the session), never
+        # blocking the garbage collector on a closing handshake
+        self._finalizer = weakref.finalize(self, impl.abort)
 
     @property
     def closed(self) -> bool:
         """Whether the session is over."""
         return self._impl.closed
+
+    @property
+    def timeouts(self) -> Timeouts:
+        """The timeouts of this session's calls."""
+        impl = self._impl
+        return impl.timeouts if isinstance(impl, JsonSession) else impl.conn.timeouts
+
+    @timeouts.setter
+    def timeouts(self, value: Timeouts) -> None:
+        impl = self._impl
+        if isinstance(impl, JsonSession):
+            impl.timeouts = value
+        else:
+            impl.conn.timeouts = value
 
     def _check(self) -> None:
         if isinstance(self._impl, _BatchSlot):
@@ -141,22 +159,22 @@ class Session:
     def reset(self, **kwargs: Any) -> StepReply:
         """Start an episode (``seed``, ``episode_id`` and env-specific kwargs)."""
         self._check()
-        return loop.run(self._impl.reset(**kwargs))
+        return self._impl.reset(**kwargs)
 
     def step(self, action: Mapping[str, Any]) -> StepReply:
         """Apply one action, given as the fields of the env's action model."""
         self._check()
-        return loop.run(self._impl.step(action))
+        return self._impl.step(action)
 
     def state(self) -> dict[str, Any]:
         """Read the environment's state."""
         self._check()
-        return loop.run(self._impl.state())
+        return self._impl.state()
 
     def close(self) -> None:
         """Close the session. Idempotent."""
         self._finalizer.detach()
-        loop.run(self._impl.aclose())
+        self._impl.close()
 
 
 def open_session(
@@ -180,6 +198,4 @@ def open_session(
         ServerError: The server refused the session (e.g. :class:`CapacityError`).
     """
     chosen = resolve_protocol(protocol)
-    return Session(
-        loop.run(_connect(base_url, chosen, timeouts or Timeouts.from_env(), headers)), base_url
-    )
+    return Session(_connect(base_url, chosen, timeouts or Timeouts.from_env(), headers), base_url)

@@ -1,37 +1,148 @@
 """Shards: the sub-environments a vector env keeps on one server, and how to drive them.
 
-A :class:`BatchShard` holds one batched connection whose slots are the sub-envs; a
-request for many of them is one frame per operation. A :class:`JsonShard` holds one
-OpenEnv ``/ws`` session per sub-env and drives them concurrently. Both answer
-:meth:`Shard.run` with one result (or exception) per position, so callers never care
-which protocol a server speaks.
+A :class:`BatchShard` holds one batched connection whose slots are the sub-envs; one
+request for many of them is one frame. A :class:`JsonShard` holds one OpenEnv ``/ws``
+session per sub-env and drives them side by side. Both take a request without waiting
+(:meth:`Shard.send`), read replies as they come (:meth:`Shard.poll`) and hand back one
+:class:`Outcome` per request: the results of its sub-envs **by column**, exactly as the
+batched protocol carried them (JSON replies are put in the same form), so callers never
+care which protocol a server speaks.
 """
 
 from __future__ import annotations
 
 import abc
-import asyncio
+import concurrent.futures
+import contextlib
 import logging
-from collections.abc import Mapping, Sequence
+import math
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
+
 from openenv_gym.config import Timeouts
-from openenv_gym.exceptions import EnvErrorGroup
+from openenv_gym.exceptions import EnvErrorGroup, OpenEnvGymError
 from openenv_gym.protocol import batch as bp
+from openenv_gym.protocol import openenv as op
 from openenv_gym.protocol.openenv import ObservationReceived
 from openenv_gym.transport.connection import (
     BatchConnection,
     BatchUnsupportedError,
     JsonSession,
-    slot_error,
+    error_of,
 )
+from openenv_gym.transport.wire import WebSocket
 
-__all__ = ["BatchShard", "JsonShard", "Shard", "connect_shard", "connect_shards", "split_evenly"]
+__all__ = [
+    "Args",
+    "BatchShard",
+    "JsonShard",
+    "Outcome",
+    "Shard",
+    "connect_shard",
+    "connect_shards",
+    "rows_of",
+    "split_evenly",
+]
 
 logger = logging.getLogger("openenv_gym.transport")
 
-Result = tuple[Any, ObservationReceived | BaseException | None] | BaseException
-"""Per position: ``(first reply, reset reply or None)`` or the exception that failed it."""
+Args = Sequence[Mapping[str, Any]] | Mapping[str, Any] | None
+"""Per-request arguments: one map per sub-env, or a map of columns (field -> n entries)."""
+
+_OPS = {op_.value: op_ for op_ in bp.Op}
+
+
+def rows_of(
+    args: Args, n: int, numeric: frozenset[str] = frozenset()
+) -> Sequence[Mapping[str, Any]]:
+    """Per-sub-env maps from ``args`` in either form."""
+    if args is None:
+        return [{} for _ in range(n)]
+    if isinstance(args, Mapping):
+        return bp.columns_to_rows(args, numeric, n)
+    return list(args)
+
+
+@dataclass(slots=True)
+class Outcome:
+    """The results of one request on one shard, in request order, by column.
+
+    Attributes:
+        ids: Global sub-env indices, in request order.
+        op: ``"reset"``, ``"step"`` or ``"state"``.
+        columns: Observation field -> column (one entry per sub-env; a list, or an
+            ndarray whose first dimension is the sub-env), or None: see :attr:`rows`.
+        rows: One observation (or state) map per sub-env (None where it failed), when
+            the results did not come as columns.
+        numeric: ndarray columns that stand for JSON numbers.
+        rewards: float64, NaN where the server sent no reward (or the sub-env failed).
+        dones: bool.
+        meta_columns: Metadata key -> list, or None: see :attr:`meta_rows`.
+        meta_rows: One metadata map (or None) per sub-env, or None when none had any.
+        errors: Position in :attr:`ids` -> the exception that failed that sub-env.
+        failure: Set when the whole request failed (then every position is in errors).
+    """
+
+    ids: list[int]
+    op: str
+    columns: dict[str, Any] | None = None
+    rows: list[dict[str, Any] | None] | None = None
+    numeric: frozenset[str] = frozenset()
+    rewards: np.ndarray[Any, np.dtype[np.float64]] = field(default_factory=lambda: np.zeros(0))
+    dones: np.ndarray[Any, np.dtype[np.bool_]] = field(
+        default_factory=lambda: np.zeros(0, dtype=bool)
+    )
+    meta_columns: dict[str, list[Any]] | None = None
+    meta_rows: list[dict[str, Any] | None] | None = None
+    errors: dict[int, BaseException] = field(default_factory=dict)
+    failure: BaseException | None = None
+
+    @classmethod
+    def failed(cls, ids: list[int], op_: str, error: BaseException) -> Outcome:
+        """Every sub-env of the request failed with ``error``."""
+        n = len(ids)
+        return cls(
+            ids,
+            op_,
+            rows=[None] * n,
+            rewards=np.full(n, math.nan),
+            dones=np.zeros(n, dtype=bool),
+            errors=dict.fromkeys(range(n), error),
+            failure=error,
+        )
+
+    def observation(self, k: int) -> dict[str, Any] | None:
+        """Position ``k``'s observation (or state) as a map; None if it failed."""
+        if k in self.errors:
+            return None
+        if self.columns is None:
+            assert self.rows is not None
+            return self.rows[k]
+        numeric = self.numeric
+        return {key: bp.column_value(col, k, key in numeric) for key, col in self.columns.items()}
+
+    def meta(self, k: int) -> dict[str, Any] | None:
+        """Position ``k``'s metadata, or None."""
+        if k in self.errors:
+            return None
+        if self.meta_columns is not None:
+            return {key: col[k] for key, col in self.meta_columns.items()} or None
+        return None if self.meta_rows is None else self.meta_rows[k]
+
+    def reward(self, k: int) -> float | None:
+        """Position ``k``'s reward as the server sent it (None: no reward)."""
+        value = float(self.rewards[k])
+        return None if value != value else value
+
+    def reply(self, k: int) -> ObservationReceived | None:
+        """Position ``k`` as one OpenEnv observation reply (None if it failed)."""
+        obs = self.observation(k)
+        if obs is None:
+            return None
+        return ObservationReceived(obs, self.reward(k), bool(self.dones[k]), self.meta(k))
 
 
 class Shard(abc.ABC):
@@ -50,22 +161,63 @@ class Shard(abc.ABC):
         self.indices = indices
 
     @abc.abstractmethod
-    async def run(
+    def send(
         self,
+        op_: str,
         positions: Sequence[int],
-        ops: Sequence[str],
-        args: Sequence[Mapping[str, Any]],
-        reset_after: Sequence[bool] | None = None,
-    ) -> list[Result]:
-        """Run one operation per position (``reset`` / ``step`` / ``state``).
+        ids: list[int],
+        args: Args = None,
+        numeric: frozenset[str] = frozenset(),
+    ) -> Any:
+        """Send one operation for the sub-envs at ``positions`` (global ``ids``); no wait.
 
-        ``reset_after`` (SAME_STEP autoreset): per position, reset right after a step
-        whose reply is ``done`` or whose flag is true (a truncation decided by the caller).
+        Returns a ticket for :meth:`done` and :meth:`take`. A failure to send is kept
+        for :meth:`take`, never raised here.
+        """
+
+    @property
+    @abc.abstractmethod
+    def sockets(self) -> list[WebSocket]:
+        """The sockets to watch while a request of this shard is pending."""
+
+    @abc.abstractmethod
+    def poll(self, ready: Sequence[WebSocket] | None = None) -> None:
+        """Read and decode whatever has arrived on ``ready`` (default: every socket).
+
+        Never blocks.
         """
 
     @abc.abstractmethod
-    async def aclose(self) -> None:
+    def done(self, ticket: Any) -> bool:
+        """Whether the request is answered (or failed)."""
+
+    @abc.abstractmethod
+    def deadline(self, ticket: Any) -> float | None:
+        """When the request times out."""
+
+    @abc.abstractmethod
+    def expire(self, now: float) -> None:
+        """Fail what is overdue at ``now`` (timeouts are fatal)."""
+
+    @abc.abstractmethod
+    def take(self, ticket: Any) -> Outcome:
+        """The request's :class:`Outcome`, once :meth:`done`."""
+
+    @abc.abstractmethod
+    def close(self) -> None:
         """Close every session of the shard. Never raises."""
+
+    @abc.abstractmethod
+    def interrupt(self) -> None:
+        """From another thread: make a pending wait on this shard return at once."""
+
+
+@dataclass(slots=True)
+class _BatchTicket:
+    op: str
+    ids: list[int]
+    rid: int | None
+    error: BaseException | None = None
 
 
 class BatchShard(Shard):
@@ -77,127 +229,224 @@ class BatchShard(Shard):
         super().__init__(url, indices)
         self.conn = conn
 
-    async def _call(
-        self, op_: bp.Op, slots: list[int], args: list[Mapping[str, Any]] | None
-    ) -> dict[int, ObservationReceived | dict[str, Any] | BaseException]:
-        try:
-            reply = await self.conn.call(op_, slots, args)
-        except Exception as exc:
-            return dict.fromkeys(slots, exc)
-        results: dict[int, ObservationReceived | dict[str, Any] | BaseException] = {}
-        for k, slot in enumerate(slots):
-            error = reply.errors.get(slot)
-            obs = reply.observations[k]
-            if error is not None:
-                results[slot] = slot_error(error)
-            elif op_ is bp.Op.STATE:
-                results[slot] = obs or {}
-            else:
-                reward = float(reply.rewards[k])
-                results[slot] = ObservationReceived(
-                    obs or {},
-                    None if reward != reward else reward,
-                    bool(reply.dones[k]),
-                    reply.metadata[k],
-                )
-        return results
+    @property
+    def sockets(self) -> list[WebSocket]:
+        """See :attr:`Shard.sockets`."""
+        return [self.conn.ws]
 
-    async def run(
+    def send(
         self,
+        op_: str,
         positions: Sequence[int],
-        ops: Sequence[str],
-        args: Sequence[Mapping[str, Any]],
-        reset_after: Sequence[bool] | None = None,
-    ) -> list[Result]:
-        """See :meth:`Shard.run`."""
-        groups: dict[str, tuple[list[int], list[Mapping[str, Any]]]] = {}
-        for pos, op_, arg in zip(positions, ops, args, strict=True):
-            slots, op_args = groups.setdefault(op_, ([], []))
-            slots.append(pos)
-            op_args.append(arg)
-        outcomes = await asyncio.gather(
-            *(
-                self._call(bp.Op(op_), slots, None if op_ == "state" else op_args)
-                for op_, (slots, op_args) in groups.items()
-            )
-        )
-        merged: dict[int, Any] = {}
-        for outcome in outcomes:
-            merged.update(outcome)
-        second: dict[int, Any] = {}
-        if reset_after is not None:
-            again = [
-                pos
-                for pos, op_, flag in zip(positions, ops, reset_after, strict=True)
-                if op_ == "step"
-                and isinstance(merged[pos], ObservationReceived)
-                and (merged[pos].done or flag)
-            ]
-            if again:
-                second = await self._call(bp.Op.RESET, again, [{}] * len(again))
-        return [
-            merged[pos]
-            if isinstance(merged[pos], BaseException)
-            else (merged[pos], second.get(pos))
-            for pos in positions
-        ]
+        ids: list[int],
+        args: Args = None,
+        numeric: frozenset[str] = frozenset(),
+    ) -> _BatchTicket:
+        """See :meth:`Shard.send`."""
+        if isinstance(args, Mapping) and self.conn.version < 2:
+            args = rows_of(args, len(ids), numeric)
+            numeric = frozenset()
+        try:
+            rid = self.conn.send(_OPS[op_], positions, args, numeric)
+        except (OpenEnvGymError, ValueError, TypeError) as exc:
+            return _BatchTicket(op_, ids, None, exc)
+        return _BatchTicket(op_, ids, rid)
 
-    async def aclose(self) -> None:
-        """See :meth:`Shard.aclose`."""
-        await self.conn.aclose()
+    def poll(self, ready: Sequence[WebSocket] | None = None) -> None:
+        """See :meth:`Shard.poll`."""
+        ws = self.conn.ws
+        if ready is None or any(r is ws for r in ready):
+            self.conn.poll()
+
+    def done(self, ticket: _BatchTicket) -> bool:
+        """See :meth:`Shard.done`."""
+        return ticket.rid is None or self.conn.done(ticket.rid)
+
+    def deadline(self, ticket: _BatchTicket) -> float | None:
+        """See :meth:`Shard.deadline`."""
+        return None if ticket.rid is None else self.conn.deadline(ticket.rid)
+
+    def expire(self, now: float) -> None:
+        """See :meth:`Shard.expire`."""
+        self.conn.expire(now)
+
+    def take(self, ticket: _BatchTicket) -> Outcome:
+        """See :meth:`Shard.take`."""
+        if ticket.rid is None:
+            assert ticket.error is not None
+            return Outcome.failed(ticket.ids, ticket.op, ticket.error)
+        try:
+            reply = self.conn.take(ticket.rid)
+        except OpenEnvGymError as exc:
+            return Outcome.failed(ticket.ids, ticket.op, exc)
+        slots = reply.slots
+        errors: dict[int, BaseException] = {}
+        if reply.errors:
+            errors = {
+                k: error_of(reply.errors[s]) for k, s in enumerate(slots) if s in reply.errors
+            }
+        return Outcome(
+            ticket.ids,
+            ticket.op,
+            reply.columns,
+            reply.observations,
+            reply.numeric,
+            reply.rewards,
+            reply.dones,
+            reply.meta_columns,
+            reply.metadata,
+            errors,
+        )
+
+    def close(self) -> None:
+        """See :meth:`Shard.close`."""
+        self.conn.close()
+
+    def interrupt(self) -> None:
+        """See :meth:`Shard.interrupt`."""
+        self.conn.ws.interrupt()
+
+
+@dataclass(slots=True)
+class _JsonTicket:
+    op: str
+    ids: list[int]
+    positions: list[int]
+    errors: dict[int, BaseException]
 
 
 class JsonShard(Shard):
-    """Sub-envs as one OpenEnv ``/ws`` session each, driven concurrently."""
+    """Sub-envs as one OpenEnv ``/ws`` session each, driven side by side."""
 
     protocol = "json"
 
     def __init__(self, url: str, indices: list[int], sessions: list[JsonSession]) -> None:
         super().__init__(url, indices)
         self.sessions = sessions
+        self._busy: set[int] = set()
+        self._where = {id(session.ws): pos for pos, session in enumerate(sessions)}
 
-    async def _one(
-        self, pos: int, op_: str, arg: Mapping[str, Any], reset_after: bool | None
-    ) -> Result:
-        session = self.sessions[pos]
-        try:
-            if op_ == "state":
-                return (await session.state(), None)
-            if op_ == "reset":
-                return (await session.reset(**arg), None)
-            reply = await session.step(arg)
-        except Exception as exc:
-            return exc
-        if reset_after is None or not (reply.done or reset_after):
-            return (reply, None)
-        try:
-            return (reply, await session.reset())
-        except Exception as exc:
-            return (reply, exc)
+    @property
+    def sockets(self) -> list[WebSocket]:
+        """See :attr:`Shard.sockets`: the sessions with a request pending."""
+        sessions = self.sessions
+        return [sessions[pos].ws for pos in self._busy]
 
-    async def run(
+    def send(
         self,
+        op_: str,
         positions: Sequence[int],
-        ops: Sequence[str],
-        args: Sequence[Mapping[str, Any]],
-        reset_after: Sequence[bool] | None = None,
-    ) -> list[Result]:
-        """See :meth:`Shard.run`."""
-        flags: Sequence[bool | None] = (
-            reset_after if reset_after is not None else [None] * len(positions)
-        )
-        return list(
-            await asyncio.gather(
-                *(
-                    self._one(pos, op_, arg, flag)
-                    for pos, op_, arg, flag in zip(positions, ops, args, flags, strict=True)
-                )
-            )
+        ids: list[int],
+        args: Args = None,
+        numeric: frozenset[str] = frozenset(),
+    ) -> _JsonTicket:
+        """See :meth:`Shard.send`."""
+        ticket = _JsonTicket(op_, ids, list(positions), {})
+        rows = rows_of(args, len(ticket.positions), numeric)
+        for k, (pos, arg) in enumerate(zip(ticket.positions, rows, strict=True)):
+            session = self.sessions[pos]
+            try:
+                if op_ == "step":
+                    session.send_step(arg)
+                elif op_ == "reset":
+                    session.send_reset(**arg)
+                else:
+                    session.send_state()
+            except (OpenEnvGymError, ValueError, TypeError) as exc:
+                ticket.errors[k] = exc
+                continue
+            self._busy.add(pos)
+        return ticket
+
+    def poll(self, ready: Sequence[WebSocket] | None = None) -> None:
+        """See :meth:`Shard.poll`."""
+        sessions = self.sessions
+        if ready is None:
+            positions: Iterable[int] = list(self._busy)
+        else:
+            where = self._where
+            positions = [pos for ws in ready if (pos := where.get(id(ws))) is not None]
+        for pos in positions:
+            with contextlib.suppress(OpenEnvGymError):  # closed: take() reports why
+                sessions[pos].poll()
+
+    def done(self, ticket: _JsonTicket) -> bool:
+        """See :meth:`Shard.done`."""
+        sessions = self.sessions
+        return all(
+            k in ticket.errors or sessions[pos].ready for k, pos in enumerate(ticket.positions)
         )
 
-    async def aclose(self) -> None:
-        """See :meth:`Shard.aclose`."""
-        await asyncio.gather(*(s.aclose() for s in self.sessions), return_exceptions=True)
+    def deadline(self, ticket: _JsonTicket) -> float | None:
+        """See :meth:`Shard.deadline`."""
+        deadlines = [
+            d for pos in ticket.positions if (d := self.sessions[pos].deadline) is not None
+        ]
+        return min(deadlines) if deadlines else None
+
+    def expire(self, now: float) -> None:
+        """See :meth:`Shard.expire` (:meth:`take` reports the overdue sessions)."""
+        for pos in self._busy:
+            self.sessions[pos].expire(now)
+
+    def take(self, ticket: _JsonTicket) -> Outcome:
+        """See :meth:`Shard.take`."""
+        n = len(ticket.ids)
+        rows: list[dict[str, Any] | None] = [None] * n
+        meta: list[dict[str, Any] | None] = [None] * n
+        rewards = np.full(n, math.nan)
+        dones = np.zeros(n, dtype=bool)
+        errors = dict(ticket.errors)
+        for k, pos in enumerate(ticket.positions):
+            if k in errors:
+                continue
+            self._busy.discard(pos)
+            try:
+                reply = self.sessions[pos].take()
+            except OpenEnvGymError as exc:
+                errors[k] = exc
+                continue
+            if isinstance(reply, op.StateReceived):
+                rows[k] = reply.state
+                continue
+            assert isinstance(reply, op.ObservationReceived)
+            rows[k] = reply.observation
+            meta[k] = reply.metadata
+            if reply.reward is not None:
+                rewards[k] = reply.reward
+            dones[k] = reply.done
+        return Outcome(
+            ticket.ids,
+            ticket.op,
+            None,
+            rows,
+            frozenset(),
+            rewards,
+            dones,
+            None,
+            meta if any(m is not None for m in meta) else None,
+            errors,
+        )
+
+    def close(self) -> None:
+        """See :meth:`Shard.close`."""
+        _close_all(s.close for s in self.sessions)
+
+    def interrupt(self) -> None:
+        """See :meth:`Shard.interrupt`."""
+        for session in self.sessions:
+            session.ws.interrupt()
+
+
+def _close_all(closers: Iterable[Any]) -> None:
+    """Run many blocking closes side by side (each waits for its server's close frame)."""
+    closers = list(closers)
+    if len(closers) <= 1:
+        for close in closers:
+            close()
+        return
+    with concurrent.futures.ThreadPoolExecutor(max_workers=min(32, len(closers))) as pool:
+        list(pool.map(lambda close: close(), closers))
 
 
 def split_evenly(n: int, k: int) -> list[list[int]]:
@@ -211,7 +460,7 @@ def split_evenly(n: int, k: int) -> list[list[int]]:
     return runs
 
 
-async def connect_shard(
+def connect_shard(
     url: str,
     indices: list[int],
     protocol: str,
@@ -220,13 +469,16 @@ async def connect_shard(
 ) -> Shard:
     """Connect the sub-envs ``indices`` on one server: batched if offered, else JSON.
 
+    JSON sessions are opened side by side on a few threads (a remote server costs round
+    trips per handshake).
+
     Raises:
         BatchUnsupportedError: ``protocol="batch"`` and the server does not speak it.
         EnvErrorGroup: Some sessions could not be opened (the others are closed).
     """
     if protocol != "json":
         try:
-            conn = await BatchConnection.connect(url, timeouts, headers)
+            conn = BatchConnection.connect(url, timeouts, headers)
         except BatchUnsupportedError:
             if protocol == "batch":
                 raise
@@ -234,28 +486,47 @@ async def connect_shard(
         else:
             try:
                 slots = list(range(len(indices)))
-                reply = await conn.call(bp.Op.OPEN, slots)
+                reply = conn.call(bp.Op.OPEN, slots)
                 if reply.errors:
                     raise EnvErrorGroup(
                         f"{url}: could not open {len(reply.errors)} of {len(slots)} sessions",
-                        {indices[s]: slot_error(e) for s, e in reply.errors.items()},
+                        {indices[s]: error_of(e) for s, e in reply.errors.items()},
                     )
             except BaseException:
-                await conn.aclose()
+                conn.abort()
                 raise
             return BatchShard(url, indices, conn)
-    outcomes = await asyncio.gather(
-        *(JsonSession.connect(url, timeouts, headers) for _ in indices), return_exceptions=True
-    )
+    return _connect_json(url, indices, timeouts, headers)
+
+
+def _connect_json(
+    url: str, indices: list[int], timeouts: Timeouts, headers: Mapping[str, str] | None
+) -> JsonShard:
+    def one(_: int) -> JsonSession | BaseException:
+        try:
+            return JsonSession.connect(url, timeouts, headers)
+        except OpenEnvGymError as exc:
+            return exc
+
+    outcomes = _map(one, indices)
     sessions = [s for s in outcomes if isinstance(s, JsonSession)]
     failures = {indices[k]: e for k, e in enumerate(outcomes) if isinstance(e, BaseException)}
     if failures:
-        await asyncio.gather(*(s.aclose() for s in sessions), return_exceptions=True)
+        for session in sessions:
+            session.abort()
         raise EnvErrorGroup(f"{url}: could not open {len(failures)} sessions", failures)
     return JsonShard(url, indices, sessions)
 
 
-async def connect_shards(
+def _map(function: Any, items: Sequence[Any]) -> list[Any]:
+    """``function`` over ``items`` on up to 32 threads (in order); inline for one item."""
+    if len(items) <= 1:
+        return [function(item) for item in items]
+    with concurrent.futures.ThreadPoolExecutor(max_workers=min(32, len(items))) as pool:
+        return list(pool.map(function, items))
+
+
+def connect_shards(
     urls: Sequence[str],
     num_envs: int,
     protocol: str,
@@ -270,16 +541,17 @@ async def connect_shards(
     """
     k = min(len(urls), num_envs)
     runs = split_evenly(num_envs, k)
-    outcomes = await asyncio.gather(
-        *(
-            connect_shard(url, run, protocol, timeouts, headers)
-            for url, run in zip(urls, runs, strict=False)
-        ),
-        return_exceptions=True,
-    )
+
+    def shard(job: tuple[str, list[int]]) -> Shard | BaseException:
+        try:
+            return connect_shard(job[0], job[1], protocol, timeouts, headers)
+        except OpenEnvGymError as exc:
+            return exc
+
+    outcomes = _map(shard, list(zip(urls, runs, strict=False)))
     shards = [s for s in outcomes if isinstance(s, Shard)]
     failures = [e for e in outcomes if isinstance(e, BaseException)]
     if failures:
-        await asyncio.gather(*(s.aclose() for s in shards), return_exceptions=True)
+        _close_all(s.close for s in shards)
         raise failures[0]
     return shards

@@ -433,12 +433,10 @@ def test_a_lost_session_is_replaced_at_the_next_reset(wordle: EnvironmentFactory
 
 
 def test_a_dropped_connection_is_replaced_at_the_next_reset(wordle: EnvironmentFactory) -> None:
-    from openenv_gym.transport import loop
-
     instance = wordle()
     instance.reset(seed=8)
     first = instance.env
-    loop.run(first.unwrapped.session._impl._ws.close())  # as a server restart would
+    first.unwrapped.session._impl.ws.interrupt()  # the connection drops, as a server restart
     instance.reset(seed=8)
     assert instance.env is not first
     assert "Feedback" in instance.guess("slate")

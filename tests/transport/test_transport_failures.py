@@ -24,7 +24,6 @@ from openenv_gym.exceptions import (
 )
 from openenv_gym.protocol import batch as bp
 from openenv_gym.protocol import openenv as op
-from openenv_gym.transport import loop
 from openenv_gym.transport.connection import BatchUnsupportedError, ws_url
 from openenv_gym.transport.session import open_session
 
@@ -436,37 +435,7 @@ def test_connect_after_server_is_gone(cli_server, protocol):
         open_session(server.url, protocol=protocol, timeouts=Timeouts(connect=5))
 
 
-# ------------------------------------------------------------------ loop and helpers
-
-
-def test_loop_run_from_the_loop_thread_is_a_usage_error():
-    inner = None
-
-    async def nested() -> int:
-        return 1
-
-    async def outer() -> int:
-        nonlocal inner
-        inner = nested()
-        return loop.run(inner)
-
-    with pytest.raises(UsageError, match="own event-loop thread"):
-        loop.run(outer())
-    assert inner is not None
-    assert inner.cr_frame is None  # closed, never left pending ("never awaited")
-
-
-def test_loop_run_returns_and_raises():
-    async def value() -> int:
-        return 42
-
-    async def fail() -> None:
-        raise KeyError("k")
-
-    assert loop.run(value()) == 42
-    with pytest.raises(KeyError):
-        loop.run(fail())
-    assert loop.get_loop() is loop.get_loop()
+# ------------------------------------------------------------------ helpers
 
 
 @pytest.mark.parametrize(

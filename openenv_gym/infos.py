@@ -1,0 +1,262 @@
+"""Batched infos, as Gymnasium's ``VectorEnv._add_info`` builds them.
+
+A vector env's ``infos`` is one dict: for every key some sub-env reported, an array of
+length N and a bool mask ``_key``; nested dicts recurse; numbers get the dtype of the first
+sub-env reporting them; ``final_obs`` and other objects become object arrays.
+
+Two ways in, one result:
+
+* :func:`batch_infos` -- from one info dict per sub-env (what Gymnasium does).
+* :func:`batch_info_columns` -- from **columns**: the info fields of many sub-envs as they
+  came off the wire (one list, or one ndarray, per field). No per-env dict is built, and a
+  column every sub-env reported becomes its array in one call.
+
+Both give exactly what Gymnasium gives where Gymnasium is well-defined; where a key's
+values do not share a kind, Gymnasium truncates or raises and these widen the column
+instead (an int column with a float becomes float64; a number column with ``None``
+becomes an object column).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+__all__ = ["InfoColumns", "Nested", "batch_info_columns", "batch_infos"]
+
+
+class Nested(dict[str, Any]):
+    """A column of dicts, itself by column: every row reports a dict with these keys.
+
+    Key -> one entry per row, as in :attr:`InfoColumns.columns` (no numeric ndarrays).
+    """
+
+    def rows(self, count: int) -> list[dict[str, Any]]:
+        """The per-row dicts it stands for."""
+        if not self:
+            return [{} for _ in range(count)]
+        keys = list(self)
+        return [dict(zip(keys, values, strict=True)) for values in zip(*self.values(), strict=True)]
+
+
+@dataclass(frozen=True, slots=True)
+class InfoColumns:
+    """The info fields of some sub-envs, by column.
+
+    Attributes:
+        rows: The sub-envs (indices into the batch, distinct), in column order.
+        columns: Key -> one entry per row: a list, or an ndarray whose first dimension is
+            the row. Every row reports every key of this chunk.
+        numeric: The ndarray columns that stand for JSON numbers (their entries are Python
+            numbers or lists of them, as a per-env info would hold).
+    """
+
+    rows: np.ndarray[Any, np.dtype[np.intp]]
+    columns: Mapping[str, Any]
+    numeric: frozenset[str] = field(default_factory=frozenset)
+
+
+def _fits(kind: type, value: Any) -> bool:
+    """Whether ``value`` goes into a ``kind`` column without loss."""
+    if value is None:
+        return False
+    if issubclass(kind, bool | np.bool_):
+        return isinstance(value, bool | np.bool_)
+    if issubclass(kind, int | np.integer):
+        return isinstance(value, int | np.integer)
+    return isinstance(value, int | float | np.number)
+
+
+def _numeric_column(n: int, kind: type, rows: list[int], values: list[Any], full: bool) -> Any:
+    """A column typed by its first value, as Gymnasium's ``_add_info`` types it.
+
+    Where a later value does not fit, Gymnasium raises (``None`` in a number column) or
+    silently truncates (``0.75`` in an int column); here the column widens instead: to
+    float64 when every value is a number, else to an object array.
+    """
+    if full and all(type(v) is kind for v in values):
+        return np.array(values, dtype=kind)
+    if all(_fits(kind, v) for v in values):
+        column: np.ndarray[Any, Any] = np.zeros(n, dtype=kind)
+        column[rows] = values
+        return column
+    numbers = all(isinstance(v, int | float | np.number) for v in values) and not any(
+        isinstance(v, bool) for v in values
+    )
+    array = np.zeros(n, dtype=np.float64) if numbers else np.full(n, None, dtype=object)
+    for i, value in zip(rows, values, strict=True):
+        array[i] = value
+    return array
+
+
+def _same_keys(infos: Sequence[Mapping[str, Any]]) -> bool:
+    keys = infos[0].keys()
+    return all(info.keys() == keys for info in infos)
+
+
+def _objects(values: Sequence[Any], n: int) -> np.ndarray[Any, Any]:
+    return np.fromiter(values, dtype=object, count=n)
+
+
+def _full_column(key: str, values: Sequence[Any], n: int) -> Any:
+    """The array of a key every sub-env reported (``values`` in env order)."""
+    first = values[0]
+    kinds = set(map(type, values))
+    if key == "final_obs":
+        return _objects(values, n)
+    if kinds == {dict}:
+        return batch_infos(values)
+    if len(kinds) == 1 and (first.__class__ in (int, float, bool) or isinstance(first, np.number)):
+        return np.array(values, dtype=first.__class__)
+    if not isinstance(first, int | float | bool | dict | np.ndarray | np.generic):
+        # the first value is an object (str, list, None...): an object column, as
+        # Gymnasium types a column by its first value
+        return _objects(values, n)
+    # mixed numbers, arrays: the general path decides
+    return _partial_column(key, list(range(n)), list(values), n)
+
+
+def _batch_uniform(infos: Sequence[Mapping[str, Any]], n: int) -> dict[str, Any]:
+    """Batch infos that all have the same keys (the usual case): whole columns at once."""
+    out: dict[str, Any] = {}
+    for key in infos[0]:
+        out[key] = _full_column(key, [info[key] for info in infos], n)
+        out[f"_{key}"] = np.ones(n, dtype=np.bool_)
+    return out
+
+
+def batch_infos(infos: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+    """Batch per-env info dicts exactly as ``VectorEnv._add_info`` does, column by column.
+
+    >>> out = batch_infos([{"score": 1}, {}, {"score": 3}])
+    >>> out["score"].tolist(), out["_score"].tolist()
+    ([1, 0, 3], [True, False, True])
+    """
+    n = len(infos)
+    if n and _same_keys(infos):
+        return _batch_uniform(infos, n)
+    columns: dict[str, tuple[list[int], list[Any]]] = {}
+    for i, info in enumerate(infos):
+        for key, value in info.items():
+            column = columns.get(key)
+            if column is None:
+                column = columns[key] = ([], [])
+            column[0].append(i)
+            column[1].append(value)
+    out: dict[str, Any] = {}
+    for key, (rows, values) in columns.items():
+        out[key] = _partial_column(key, rows, values, n)
+        out[f"_{key}"] = _mask(rows, n)
+    return out
+
+
+def _mask(rows: Sequence[int] | np.ndarray[Any, Any], n: int) -> np.ndarray[Any, Any]:
+    mask = np.zeros(n, dtype=np.bool_)
+    mask[rows] = True
+    return mask
+
+
+def _partial_column(key: str, rows: list[int], values: list[Any], n: int) -> Any:
+    """The array of a key some sub-envs reported (``rows`` ascending, ``values`` theirs)."""
+    full = len(rows) == n
+    first = values[0]
+    kind = type(first)
+    if key != "final_obs" and kind is dict:
+        nested: list[Mapping[str, Any]] = [{}] * n
+        for i, value in zip(rows, values, strict=True):
+            if isinstance(value, dict):
+                nested[i] = value
+        return batch_infos(nested)
+    if key != "final_obs" and (kind in (int, float, bool) or isinstance(first, np.number)):
+        return _numeric_column(n, kind, rows, values, full)
+    if key != "final_obs" and isinstance(first, np.ndarray):
+        array = np.zeros((n, *first.shape), dtype=first.dtype)
+        for i, value in zip(rows, values, strict=True):
+            array[i] = value
+        return array
+    objects = np.full(n, None, dtype=object)
+    for i, value in zip(rows, values, strict=True):
+        objects[i] = value
+    return objects
+
+
+def _entries(column: Any, numeric: bool, count: int) -> list[Any]:
+    """A column's entries as a per-env info would hold them."""
+    if isinstance(column, Nested):
+        return list(column.rows(count))
+    if isinstance(column, np.ndarray):
+        return column.tolist() if numeric else list(column)
+    return list(column)
+
+
+def _array_column(key: str, column: np.ndarray[Any, Any], numeric: bool, n: int) -> Any | None:
+    """A full ndarray column's batched array without going through Python values, if it can."""
+    if key == "final_obs":
+        return None
+    if not numeric:  # the sub-envs reported arrays of one shape and dtype: stack them
+        return np.array(column)
+    if column.ndim == 1 and column.dtype.kind in "bif":
+        # numbers of one kind: what np.array(values, dtype=int|float|bool) gives
+        return np.array(column, dtype={"b": bool, "i": int, "f": float}[column.dtype.kind])
+    return None
+
+
+def batch_info_columns(n: int, chunks: Sequence[InfoColumns]) -> dict[str, Any]:
+    """Batched infos from columns; equal to :func:`batch_infos` of the per-env dicts.
+
+    Every sub-env in no chunk reported nothing. A key that one chunk holds for every
+    sub-env, in order, becomes its array in one call; otherwise the values are gathered
+    in env order and typed as :func:`batch_infos` types them.
+    """
+    keys: dict[str, list[InfoColumns]] = {}
+    for chunk in chunks:
+        for key in chunk.columns:
+            keys.setdefault(key, []).append(chunk)
+    out: dict[str, Any] = {}
+    for key, holders in keys.items():
+        if all(isinstance(chunk.columns[key], Nested) for chunk in holders):
+            rows = np.concatenate([chunk.rows for chunk in holders])
+            out[key] = batch_info_columns(
+                n, [InfoColumns(chunk.rows, chunk.columns[key]) for chunk in holders]
+            )
+            out[f"_{key}"] = _mask(rows, n)
+            continue
+        if len(holders) == 1 and _covers_in_order(holders[0].rows, n):
+            chunk = holders[0]
+            column = chunk.columns[key]
+            array = (
+                _array_column(key, column, key in chunk.numeric, n)
+                if isinstance(column, np.ndarray)
+                else None
+            )
+            out[key] = (
+                array
+                if array is not None
+                else _full_column(key, _entries(column, key in chunk.numeric, n), n)
+            )
+            out[f"_{key}"] = np.ones(n, dtype=np.bool_)
+            continue
+        rows = np.concatenate([chunk.rows for chunk in holders])
+        values = [
+            v
+            for chunk in holders
+            for v in _entries(chunk.columns[key], key in chunk.numeric, len(chunk.rows))
+        ]
+        order = np.argsort(rows, kind="stable")
+        sorted_rows = rows[order].tolist()
+        sorted_values = [values[k] for k in order.tolist()]
+        if len(sorted_rows) == n:
+            out[key] = _full_column(key, sorted_values, n)
+        else:
+            out[key] = _partial_column(key, sorted_rows, sorted_values, n)
+        out[f"_{key}"] = _mask(sorted_rows, n)
+    return out
+
+
+def _covers_in_order(rows: np.ndarray[Any, Any], n: int) -> bool:
+    return len(rows) == n and (
+        n == 0 or (rows[0] == 0 and rows[-1] == n - 1 and bool(np.all(np.diff(rows) == 1)))
+    )

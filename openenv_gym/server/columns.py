@@ -1,0 +1,201 @@
+"""Observation models -> the columns of a batched reply (``docs/protocol.md`` section 3.9).
+
+The runtime steps many environment instances per request and gets one observation model
+per slot. :func:`result_table` turns them into one :class:`~openenv_gym.protocol.batch.ResultTable`
+without a ``model_dump`` per slot where the fields are known: a plan made once per
+observation class says, per field, whether its values go out as they are (strings,
+booleans, numbers of mixed kinds), stacked into one ndarray (numbers of one kind, lists of
+numbers of one length), or through one Pydantic serialiser call for the whole column
+(nested models, lists of them, dicts, enums...). Classes with their own serialisers, extra
+fields or computed fields are dumped per slot, as before.
+
+The result is the same data ``model_dump`` would give slot by slot (python mode), so a
+version-1 client, which gets one map per slot made from these columns, sees exactly what
+it saw before.
+"""
+
+from __future__ import annotations
+
+import math
+import operator
+import types
+import typing
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+from pydantic import BaseModel, PydanticSchemaGenerationError, TypeAdapter
+
+from openenv_gym.protocol import batch as bp
+
+__all__ = ["result_table"]
+
+_WIRE_APART = frozenset({"done", "reward", "metadata"})  # travel in their own keys
+_PLAIN = (str, bool)  # written as they are
+_NUMBERS = {int: np.int64, float: np.float64}
+
+
+@dataclass(frozen=True, slots=True)
+class _Field:
+    name: str
+    get: Callable[[Any], Any]
+    kind: str  # "plain" | "raw" | "number" | "numbers" | "dump"
+    number: type | None = None
+    dump: Callable[[list[Any]], list[Any]] | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class _Plan:
+    fields: tuple[_Field, ...] | None  # None: dump each slot with the model's serialiser
+    serializer: Any
+
+
+_plans: dict[type, _Plan] = {}
+
+
+def _strip_optional(annotation: Any) -> Any:
+    origin = typing.get_origin(annotation)
+    if origin in (typing.Union, types.UnionType):
+        args = [a for a in typing.get_args(annotation) if a is not type(None)]
+        if len(args) == 1:
+            return args[0]
+    return annotation
+
+
+def _field_plan(name: str, annotation: Any) -> _Field:
+    get = operator.attrgetter(name)
+    bare = _strip_optional(annotation)
+    if bare in _PLAIN:
+        return _Field(name, get, "plain")
+    if bare in _NUMBERS:
+        return _Field(name, get, "number", bare)
+    if typing.get_origin(bare) is list:
+        (item,) = typing.get_args(bare) or (Any,)
+        if item in _NUMBERS:
+            return _Field(name, get, "numbers", item)
+    try:
+        adapter: TypeAdapter[list[Any]] = TypeAdapter(list[annotation])
+    except PydanticSchemaGenerationError:  # an arbitrary type: dumped as it is
+        return _Field(name, get, "raw")
+    return _Field(name, get, "dump", dump=adapter.dump_python)
+
+
+def _plan(model: type) -> _Plan:
+    plan = _plans.get(model)
+    if plan is not None:
+        return plan
+    serializer = getattr(model, "__pydantic_serializer__", None)
+    fields: tuple[_Field, ...] | None = None
+    if isinstance(model, type) and issubclass(model, BaseModel) and not _custom(model):
+        fields = tuple(
+            _field_plan(name, info.annotation)
+            for name, info in model.model_fields.items()
+            if name not in _WIRE_APART and not info.exclude
+        )
+    plan = _plans[model] = _Plan(fields, serializer)
+    return plan
+
+
+def _custom(model: type[BaseModel]) -> bool:
+    """Whether ``model_dump`` does more than dump the declared fields."""
+    decorators = model.__pydantic_decorators__
+    config = model.model_config
+    return bool(
+        decorators.model_serializers
+        or decorators.field_serializers
+        or model.model_computed_fields
+        or config.get("extra") == "allow"
+        or config.get("serialize_by_alias")
+        or any(getattr(info, "exclude_if", None) for info in model.model_fields.values())
+    )
+
+
+def _column(spec: _Field, values: list[Any], ok: list[int], n: int) -> tuple[Any, bool]:
+    """``(column, numeric)`` of one field; ``values`` are the successful slots' (at ``ok``)."""
+    if spec.kind == "dump":
+        assert spec.dump is not None
+        values = spec.dump(values)
+    elif spec.kind == "raw" and values and all(isinstance(v, np.ndarray) for v in values):
+        first = values[0]
+        if all(v.shape == first.shape and v.dtype == first.dtype for v in values):
+            return _spread(np.stack(values), ok, n), False  # one array, rows are the slots'
+        values = list(values)
+    elif spec.kind == "number" and values and set(map(type, values)) == {spec.number}:
+        return _spread(np.array(values, dtype=_NUMBERS[spec.number]), ok, n), True  # type: ignore[index]
+    elif spec.kind == "numbers" and values:
+        try:
+            array = np.array(values)
+        except ValueError:  # ragged
+            array = None
+        if (
+            array is not None and array.ndim == 2 and array.dtype == _NUMBERS[spec.number]  # type: ignore[index]
+        ):
+            return _spread(array, ok, n), True
+    if len(ok) == n:
+        return values, False
+    column: list[Any] = [None] * n
+    for k, value in zip(ok, values, strict=True):
+        column[k] = value
+    return column, False
+
+
+def _spread(array: np.ndarray[Any, Any], ok: list[int], n: int) -> np.ndarray[Any, Any]:
+    if len(ok) == n:
+        return array
+    full = np.zeros((n, *array.shape[1:]), dtype=array.dtype)
+    full[ok] = array
+    return full
+
+
+def _metadata(found: list[Any], ok: list[int], n: int) -> Any:
+    """Metadata by column when every slot has the same non-empty keys, else one map per slot."""
+    if len(ok) == n and found and all(found):
+        keys = found[0].keys()
+        if all(m.keys() == keys for m in found):
+            return {key: [m[key] for m in found] for key in keys}
+    if not any(found):
+        return None
+    rows: list[Any] = [None] * n
+    for k, meta in zip(ok, found, strict=True):
+        rows[k] = meta or None
+    return rows
+
+
+def result_table(
+    results: Sequence[BaseModel | bp.SlotError], *, version: int = 2
+) -> bp.ResultTable:
+    """One request's results (an observation model or an error per slot) as a table.
+
+    Args:
+        results: Per slot, in request order.
+        version: The connection's protocol version; version 1 takes one map per slot.
+    """
+    n = len(results)
+    ok = [k for k, r in enumerate(results) if not isinstance(r, bp.SlotError)]
+    errors = {k: r for k, r in enumerate(results) if isinstance(r, bp.SlotError)}
+    observations = [results[k] for k in ok]
+    rewards = np.full(n, math.nan)
+    dones = np.zeros(n, dtype=np.bool_)
+    if observations:
+        raw = [getattr(o, "reward", None) for o in observations]
+        rewards[ok] = [math.nan if r is None else float(r) for r in raw]
+        dones[ok] = [bool(getattr(o, "done", False)) for o in observations]
+    metadata = _metadata([getattr(o, "metadata", None) or {} for o in observations], ok, n)
+    classes = {type(o) for o in observations}
+    plan = _plan(classes.pop()) if len(classes) == 1 else None
+    if plan is None or plan.fields is None or version < 2:
+        rows: list[dict[str, Any] | None] = [None] * n
+        apart = set(_WIRE_APART)
+        for k, obs in zip(ok, observations, strict=True):
+            serializer = typing.cast(BaseModel, obs).__pydantic_serializer__
+            rows[k] = serializer.to_python(obs, exclude=apart)
+        return bp.ResultTable(rows, rewards, dones, frozenset(), metadata, errors)
+    columns: dict[str, Any] = {}
+    numeric = set()
+    for spec in plan.fields:
+        column, is_numeric = _column(spec, list(map(spec.get, observations)), ok, n)
+        columns[spec.name] = column
+        if is_numeric:
+            numeric.add(spec.name)
+    return bp.ResultTable(columns, rewards, dones, frozenset(numeric), metadata, errors)

@@ -1,0 +1,211 @@
+"""The vector env's transport: one plan of requests in, one columnar outcome per request out.
+
+:class:`Dispatcher` owns the shards (one per server). The vector env hands it a plan --
+the requests of one step, at most a frame's worth of sub-envs each (:class:`Request`) --
+with :meth:`Dispatcher.submit`, which writes every frame to every server at once and
+returns without waiting. :meth:`Dispatcher.collect` then waits on all the sockets
+together; each reply is decoded as soon as it arrives, while the servers still compute the
+others, and comes back as an :class:`~openenv_gym.transport.shards.Outcome` whose rewards,
+dones and observations are columns. Everything runs on the caller's thread; nothing here
+touches an event loop, and the vector env never touches a socket.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import selectors
+import threading
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from openenv_gym.exceptions import UsageError
+from openenv_gym.transport.shards import Args, Outcome, Shard
+from openenv_gym.transport.wire import WebSocket, deadline_after, wait
+
+__all__ = ["Dispatcher", "Pending", "Request"]
+
+
+@dataclass(frozen=True, slots=True)
+class Request:
+    """One operation for some sub-envs of one shard (one frame on the batched protocol).
+
+    Attributes:
+        shard: Index of the shard in the dispatcher.
+        op: ``"reset"``, ``"step"`` or ``"state"``.
+        positions: The sub-envs' positions on the shard.
+        ids: Their global indices (what the outcome is keyed by).
+        args: One map per sub-env, or a map of columns; None for ``state``.
+        numeric: The ndarray columns of ``args`` that stand for JSON numbers.
+    """
+
+    shard: int
+    op: str
+    positions: list[int]
+    ids: list[int]
+    args: Args = None
+    numeric: frozenset[str] = frozenset()
+
+
+@dataclass(slots=True)
+class Pending:
+    """A submitted request: wait for it with :meth:`Dispatcher.collect`."""
+
+    shard: Shard
+    ticket: Any
+    ids: list[int]
+
+
+class Dispatcher:
+    """Drives the shards of one vector env (see the module docstring).
+
+    Not for use from several threads at once, except :meth:`interrupt`.
+
+    Args:
+        shards: One per server.
+    """
+
+    def __init__(self, shards: Sequence[Shard]) -> None:
+        self.shards = list(shards)
+        self._selector: selectors.BaseSelector | None = None
+        self._registered: dict[int, WebSocket] = {}
+        self._interrupted = threading.Event()
+
+    # ------------------------------------------------------------------ submit
+    def submit(self, requests: Sequence[Request]) -> list[Pending]:
+        """Send every request now (all servers at once); never waits for replies.
+
+        A request that cannot be sent (a lost connection) is already done: its outcome
+        holds the error.
+        """
+        shards = self.shards
+        return [
+            Pending(
+                shards[r.shard],
+                shards[r.shard].send(r.op, r.positions, r.ids, r.args, r.numeric),
+                r.ids,
+            )
+            for r in requests
+        ]
+
+    # ------------------------------------------------------------------ collect
+    def collect(
+        self, pending: Sequence[Pending], want: int | None = None, timeout: float | None = None
+    ) -> list[Pending]:
+        """Wait until requests covering at least ``want`` sub-envs are done (default: all).
+
+        Returns the done requests of ``pending``, in completion order (take each outcome
+        with :meth:`take`); fewer than ``want`` sub-envs' worth when ``timeout`` passed
+        first (the others stay pending). Replies are decoded as they arrive.
+
+        Raises:
+            UsageError: :meth:`interrupt` was called meanwhile.
+        """
+        if want is None:
+            want = sum(len(p.ids) for p in pending)
+        deadline = deadline_after(timeout)
+        waiting = list(pending)
+        done: list[Pending] = []
+        count = 0
+        # first round: only what already came in (no read syscalls for replies not due yet)
+        ready: Sequence[WebSocket] = [
+            ws
+            for shard in {p.shard for p in waiting}
+            for ws in shard.sockets
+            if ws.messages or ws.failure is not None
+        ]
+        while True:
+            self._check_interrupt()
+            now = time.monotonic()
+            for shard in {p.shard for p in waiting}:
+                shard.expire(now)  # a reply counts only if read before its deadline
+                shard.poll(ready)
+            still = []
+            for p in waiting:
+                if p.shard.done(p.ticket):
+                    done.append(p)
+                    count += len(p.ids)
+                else:
+                    still.append(p)
+            waiting = still
+            if count >= want or not waiting:
+                return done
+            ready = self._wait(waiting, deadline)
+            if not ready:
+                now = time.monotonic()
+                for shard in {p.shard for p in waiting}:
+                    shard.expire(now)
+                if deadline is not None and now >= deadline:
+                    return done
+
+    def _wait(self, waiting: Sequence[Pending], deadline: float | None) -> list[WebSocket]:
+        """Block until a socket of ``waiting`` is ready, the earliest timeout, or ``deadline``."""
+        limits = [d for p in waiting if (d := p.shard.deadline(p.ticket)) is not None]
+        if deadline is not None:
+            limits.append(deadline)
+        until = min(limits) if limits else None
+        sockets = [ws for shard in {p.shard for p in waiting} for ws in shard.sockets]
+        if len(sockets) == 1:
+            return sockets if wait(sockets, until) else []
+        return self._select(sockets, until)
+
+    def _select(self, sockets: list[WebSocket], until: float | None) -> list[WebSocket]:
+        for ws in sockets:
+            if ws.failure is not None or ws.buffered:
+                return [ws]
+        selector = self._selector
+        if selector is None:
+            selector = self._selector = selectors.DefaultSelector()
+        registered = self._registered
+        wanted = {id(ws): ws for ws in sockets}
+        for key in [k for k in registered if k not in wanted]:
+            with contextlib.suppress(KeyError, ValueError, OSError):
+                selector.unregister(registered[key].sock)
+            del registered[key]
+        for key, ws in wanted.items():
+            events = selectors.EVENT_READ | (selectors.EVENT_WRITE if ws.wants_write else 0)
+            try:
+                if key not in registered:
+                    selector.register(ws.sock, events, ws)
+                    registered[key] = ws
+                elif selector.get_key(ws.sock).events != events:
+                    selector.modify(ws.sock, events, ws)
+            except (KeyError, ValueError, OSError):  # closed meanwhile: reading reports it
+                return [ws]
+        timeout = None if until is None else max(0.0, until - time.monotonic())
+        return [key.data for key, _ in selector.select(timeout)]
+
+    # ------------------------------------------------------------------ results
+    @staticmethod
+    def take(pending: Pending) -> Outcome:
+        """The outcome of a request :meth:`collect` returned."""
+        return pending.shard.take(pending.ticket)
+
+    def run(self, requests: Sequence[Request]) -> list[Outcome]:
+        """Submit, collect all and take: the outcomes, in request order."""
+        pending = self.submit(requests)
+        self.collect(pending)
+        return [self.take(p) for p in pending]
+
+    # ------------------------------------------------------------------ ending
+    def _check_interrupt(self) -> None:
+        if self._interrupted.is_set():
+            raise UsageError("the environment was closed while the call was waiting")
+
+    def interrupt(self) -> None:
+        """From another thread: make a :meth:`collect` in progress raise at once."""
+        self._interrupted.set()
+        for shard in self.shards:
+            shard.interrupt()
+
+    def close(self) -> None:
+        """Close every shard. Never raises."""
+        shards, self.shards = self.shards, []
+        for shard in shards:
+            with contextlib.suppress(Exception):
+                shard.close()
+        if self._selector is not None:
+            self._selector.close()
+            self._selector = None
+        self._registered.clear()
