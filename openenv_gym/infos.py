@@ -19,6 +19,7 @@ becomes an object column).
 
 from __future__ import annotations
 
+import operator
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -47,16 +48,25 @@ class InfoColumns:
     """The info fields of some sub-envs, by column.
 
     Attributes:
-        rows: The sub-envs (indices into the batch, distinct), in column order.
+        rows: The sub-envs (indices into the batch, distinct), in column order; None for
+            every sub-env of the batch, in order.
         columns: Key -> one entry per row: a list, or an ndarray whose first dimension is
             the row. Every row reports every key of this chunk.
         numeric: The ndarray columns that stand for JSON numbers (their entries are Python
             numbers or lists of them, as a per-env info would hold).
     """
 
-    rows: np.ndarray[Any, np.dtype[np.intp]]
+    rows: np.ndarray[Any, np.dtype[np.intp]] | None
     columns: Mapping[str, Any]
     numeric: frozenset[str] = field(default_factory=frozenset)
+
+    def row_indices(self, n: int) -> np.ndarray[Any, np.dtype[np.intp]]:
+        """:attr:`rows` as an array (``0..n-1`` when it is None)."""
+        return np.arange(n) if self.rows is None else self.rows
+
+    def count(self, n: int) -> int:
+        """How many rows the chunk holds."""
+        return n if self.rows is None else len(self.rows)
 
 
 def _fits(kind: type, value: Any) -> bool:
@@ -92,9 +102,11 @@ def _numeric_column(n: int, kind: type, rows: list[int], values: list[Any], full
     return array
 
 
+_keys = operator.methodcaller("keys")
+
+
 def _same_keys(infos: Sequence[Mapping[str, Any]]) -> bool:
-    keys = infos[0].keys()
-    return all(info.keys() == keys for info in infos)
+    return all(map(infos[0].keys().__eq__, map(_keys, infos)))  # one C-level pass
 
 
 def _objects(values: Sequence[Any], n: int) -> np.ndarray[Any, Any]:
@@ -211,6 +223,8 @@ def batch_info_columns(n: int, chunks: Sequence[InfoColumns]) -> dict[str, Any]:
     sub-env, in order, becomes its array in one call; otherwise the values are gathered
     in env order and typed as :func:`batch_infos` types them.
     """
+    if len(chunks) == 1 and chunks[0].rows is None:
+        return _every_row(n, chunks[0])
     keys: dict[str, list[InfoColumns]] = {}
     for chunk in chunks:
         for key in chunk.columns:
@@ -218,13 +232,16 @@ def batch_info_columns(n: int, chunks: Sequence[InfoColumns]) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for key, holders in keys.items():
         if all(isinstance(chunk.columns[key], Nested) for chunk in holders):
-            rows = np.concatenate([chunk.rows for chunk in holders])
             out[key] = batch_info_columns(
                 n, [InfoColumns(chunk.rows, chunk.columns[key]) for chunk in holders]
             )
-            out[f"_{key}"] = _mask(rows, n)
+            if len(holders) == 1 and holders[0].rows is None:
+                out[f"_{key}"] = np.ones(n, dtype=np.bool_)
+            else:
+                rows = np.concatenate([chunk.row_indices(n) for chunk in holders])
+                out[f"_{key}"] = _mask(rows, n)
             continue
-        if len(holders) == 1 and _covers_in_order(holders[0].rows, n):
+        if len(holders) == 1 and holders[0].rows is None:
             chunk = holders[0]
             column = chunk.columns[key]
             array = (
@@ -239,11 +256,11 @@ def batch_info_columns(n: int, chunks: Sequence[InfoColumns]) -> dict[str, Any]:
             )
             out[f"_{key}"] = np.ones(n, dtype=np.bool_)
             continue
-        rows = np.concatenate([chunk.rows for chunk in holders])
+        rows = np.concatenate([chunk.row_indices(n) for chunk in holders])
         values = [
             v
             for chunk in holders
-            for v in _entries(chunk.columns[key], key in chunk.numeric, len(chunk.rows))
+            for v in _entries(chunk.columns[key], key in chunk.numeric, chunk.count(n))
         ]
         order = np.argsort(rows, kind="stable")
         sorted_rows = rows[order].tolist()
@@ -256,7 +273,22 @@ def batch_info_columns(n: int, chunks: Sequence[InfoColumns]) -> dict[str, Any]:
     return out
 
 
-def _covers_in_order(rows: np.ndarray[Any, Any], n: int) -> bool:
-    return len(rows) == n and (
-        n == 0 or (rows[0] == 0 and rows[-1] == n - 1 and bool(np.all(np.diff(rows) == 1)))
-    )
+def _every_row(n: int, chunk: InfoColumns) -> dict[str, Any]:
+    """:func:`batch_info_columns` of one chunk holding every row, in order (the usual case)."""
+    out: dict[str, Any] = {}
+    numeric = chunk.numeric
+    ones = np.ones(n, dtype=np.bool_)
+    for key, column in chunk.columns.items():
+        if isinstance(column, Nested):
+            out[key] = _every_row(n, InfoColumns(None, column))
+        elif isinstance(column, np.ndarray):
+            array = _array_column(key, column, key in numeric, n)
+            out[key] = (
+                array
+                if array is not None
+                else _full_column(key, _entries(column, key in numeric, n), n)
+            )
+        else:
+            out[key] = _full_column(key, column, n)
+        out[f"_{key}"] = ones.copy()
+    return out

@@ -62,6 +62,25 @@ def text_contains(space: spaces.Text) -> Callable[[Any], bool]:
     return contains
 
 
+def texts_contain(space: spaces.Text) -> Callable[[list[Any]], bool]:
+    """A fast "every action is in ``space``" for a batch of Text actions: one scan."""
+    low, high = space.min_length, space.max_length
+
+    def contain(values: list[Any]) -> bool:
+        if not values:
+            return True
+        try:
+            joined = "".join(values)  # TypeError: something is not a str
+        except TypeError:
+            return False
+        if _NOT_PRINTABLE.search(joined) is not None:
+            return False
+        lengths = list(map(len, values))
+        return low <= min(lengths) and max(lengths) <= high
+
+    return contain
+
+
 def discrete_contains(space: spaces.Discrete) -> Callable[[Any], bool]:
     """A fast ``space.contains`` for Discrete spaces (Python and numpy integers)."""
     low = int(space.start)
@@ -89,6 +108,8 @@ class Codec:
         primary: The wire field the Gymnasium observation is made of (left out of
             ``info``), or None when it is derived from several fields.
         contains_action: A fast ``action_space.contains`` (default: the space's own).
+        contain_actions: A fast "all of these actions are in the space", for batches
+            (default: :attr:`contains_action` on each).
         observed: The wire fields the Gymnasium observation holds, left out of ``info``
             (always includes ``primary``).
         decode_columns: Optional fast path of the vector env: observation columns (field ->
@@ -109,6 +130,7 @@ class Codec:
     primary: str | None = None
     contains_action: Callable[[Any], bool] | None = field(default=None)
     observed: frozenset[str] = frozenset()
+    contain_actions: Callable[[list[Any]], bool] | None = field(default=None)
     decode_columns: ColumnDecoder | None = None
     encode_actions: Callable[[list[Any]], dict[str, list[Any]] | None] | None = None
 
@@ -120,9 +142,15 @@ class Codec:
             fast: Callable[[Any], bool] = space.contains
             if isinstance(space, spaces.Text) and set(space.character_set) <= PRINTABLE:
                 fast = text_contains(space)
+                if self.contain_actions is None:
+                    object.__setattr__(self, "contain_actions", texts_contain(space))
             elif isinstance(space, spaces.Discrete):
                 fast = discrete_contains(space)
             object.__setattr__(self, "contains_action", fast)
+        if self.contain_actions is None:
+            one = self.contains_action
+            assert one is not None
+            object.__setattr__(self, "contain_actions", lambda values: all(map(one, values)))
 
 
 ColumnDecoder = Callable[[Mapping[str, Any], frozenset[str], int], Any]
@@ -205,10 +233,13 @@ def _wordle_columns(columns: Mapping[str, Any], numeric: frozenset[str], n: int)
 def _turn_text(messages: Any, player: Any, prompt: Any) -> str:
     tail: list[str] = []
     for message in reversed(messages or ()):
-        if not isinstance(message, Mapping) or message.get("sender_id") == player:
+        if message.__class__ is not dict and not isinstance(message, Mapping):
             break
-        tail.append(str(message.get("content", "")))
-    text = "\n".join(reversed(tail)).strip()
+        if message.get("sender_id") == player:
+            break
+        content = message.get("content", "")
+        tail.append(content if content.__class__ is str else str(content))
+    text = tail[0].strip() if len(tail) == 1 else "\n".join(reversed(tail)).strip()
     return text or str(prompt)
 
 

@@ -291,13 +291,16 @@ class OpenEnvVectorEnv(VectorEnv[Any, Any, Any]):
                 f"got {count} actions for {len(env_ids)} sub-environments "
                 f"(num_envs={self.num_envs}); pass exactly one action per sub-environment"
             )
-        if len(env_ids) == self.num_envs:
-            per_env = list(iterate(self.action_space, actions))
-        else:
+        whole_batch = len(env_ids) == self.num_envs
+        as_list = isinstance(actions, list | tuple) and isinstance(self.action_space, spaces.Tuple)
+        if not whole_batch or isinstance(actions, np.ndarray) or as_list:
             per_env = list(actions)
-        contains = self.codec.contains_action or self.single_action_space.contains
-        if all(map(contains, per_env)):  # the usual case: one pass, no bookkeeping
+        else:
+            per_env = list(iterate(self.action_space, actions))
+        contain = self.codec.contain_actions
+        if contain is not None and contain(per_env):  # the usual case: one pass
             return per_env
+        contains = self.codec.contains_action or self.single_action_space.contains
         autoreset = self._autoreset
         bad = {
             int(i): InvalidActionError(f"action {a!r} is not in {self.single_action_space}")
@@ -320,12 +323,12 @@ class OpenEnvVectorEnv(VectorEnv[Any, Any, Any]):
 
     def _requests(self, op_: str, ids: _Int, args: Any) -> list[Request]:
         """One request per shard and frame, in env order; ``args`` rows or columns."""
-        shard_of = self._shard_of[ids]
         requests: list[Request] = []
         size = self.frame_size
-        shards = range(len(self._dispatcher.shards))
-        for k in shards:
-            if len(shards) == 1:
+        single = len(self._dispatcher.shards) == 1
+        shard_of = None if single else self._shard_of[ids]
+        for k in range(len(self._dispatcher.shards)):
+            if shard_of is None:
                 chosen: Any = slice(None)
                 shard_ids = ids
             else:
@@ -334,17 +337,19 @@ class OpenEnvVectorEnv(VectorEnv[Any, Any, Any]):
                     continue
                 shard_ids = ids[chosen]
             shard_args = _take_args(args, chosen)
-            positions = self._position[shard_ids]
+            positions = shard_ids if single else self._position[shard_ids]
             count = len(shard_ids)
-            step = count if size is None else size
-            for start in range(0, count, step):
-                window = slice(start, start + step)
+            if size is None or count <= size:
+                requests.append(Request(k, op_, positions.tolist(), shard_ids, shard_args))
+                continue
+            for start in range(0, count, size):
+                window = slice(start, start + size)
                 requests.append(
                     Request(
                         k,
                         op_,
                         positions[window].tolist(),
-                        shard_ids[window].tolist(),
+                        shard_ids[window],
                         _take_args(shard_args, window),
                     )
                 )
@@ -358,9 +363,12 @@ class OpenEnvVectorEnv(VectorEnv[Any, Any, Any]):
         ok = np.ones(n, dtype=np.bool_)
         if outcome.errors:
             ok[list(outcome.errors)] = False
-        good = ids[ok]
+            good = ids[ok]
+            self._last_at[good] = np.flatnonzero(ok)
+        else:
+            good = ids
+            self._last_at[ids] = np.arange(n)
         self._last[good] = outcome
-        self._last_at[good] = np.flatnonzero(ok)
         if outcome.op == "reset":
             self._elapsed[good] = 0
             self._autoreset[good] = False
@@ -368,14 +376,21 @@ class OpenEnvVectorEnv(VectorEnv[Any, Any, Any]):
             zeros = np.zeros(n, dtype=np.bool_)
             return _Received(outcome, ids, ok, np.zeros(n), zeros, zeros)
         elapsed = self._elapsed[ids] + 1
-        self._elapsed[good] = elapsed[ok]
-        terminated = outcome.dones & ok
         limit = self.max_episode_steps
         # as gymnasium's TimeLimit: the limit truncates, whether or not the step terminated
-        truncated = (elapsed >= limit) & ok if limit is not None else np.zeros(n, dtype=np.bool_)
-        self._autoreset[good] = (terminated | truncated)[ok]
+        if outcome.errors:
+            self._elapsed[good] = elapsed[ok]
+            terminated = outcome.dones & ok
+            truncated = (elapsed >= limit) & ok if limit is not None else np.zeros(n, np.bool_)
+            self._autoreset[good] = (terminated | truncated)[ok]
+        else:
+            self._elapsed[ids] = elapsed
+            terminated = outcome.dones
+            truncated = elapsed >= limit if limit is not None else np.zeros(n, np.bool_)
+            self._autoreset[ids] = terminated | truncated if limit is not None else terminated
         rewards = outcome.rewards
-        rewards = np.where(np.isnan(rewards), 0.0, rewards)
+        if np.isnan(rewards).any():
+            rewards = np.where(np.isnan(rewards), 0.0, rewards)
         received = _Received(outcome, ids, ok, rewards, terminated, truncated)
         if self.autoreset_mode is AutoresetMode.SAME_STEP:
             self._reset_now(received)
@@ -449,18 +464,23 @@ class OpenEnvVectorEnv(VectorEnv[Any, Any, Any]):
         )
         if same_step:
             return self._batch_per_env(taken, order)
-        ids = np.concatenate([r.ids[sel] for r, sel in taken])
+        single = len(taken) == 1
+        received, sel = taken[0]
+        if single and len(sel) == len(received.ids):  # one whole outcome: no copies
+            ids, rewards = received.ids, received.rewards.copy()
+            terminations, truncations = received.terminated.copy(), received.truncated.copy()
+        else:
+            ids = np.concatenate([r.ids[sel] for r, sel in taken])
+            rewards = np.concatenate([r.rewards[sel] for r, sel in taken])
+            terminations = np.concatenate([r.terminated[sel] for r, sel in taken])
+            truncations = np.concatenate([r.truncated[sel] for r, sel in taken])
         self._busy[ids] = False
-        rewards = np.concatenate([r.rewards[sel] for r, sel in taken])
-        terminations = np.concatenate([r.terminated[sel] for r, sel in taken])
-        truncations = np.concatenate([r.truncated[sel] for r, sel in taken])
         obs = self._join([self._obs_piece(r, sel) for r, sel in taken])
-        rows = np.arange(len(ids))
-        if order is not None:  # back to env order: ids holds each row's env
+        rows: _Int | None = None  # None: row k of the batch is row k of the pieces
+        if order is not None and not (len(ids) == len(order) and bool((ids == order).all())):
             where = np.empty(self.num_envs, dtype=np.intp)
             where[order] = np.arange(len(order))
-            rank = where[ids]
-            perm = np.argsort(rank, kind="stable")
+            perm = np.argsort(where[ids], kind="stable")  # back to env order
             rewards, terminations, truncations = (
                 rewards[perm],
                 terminations[perm],
@@ -469,11 +489,14 @@ class OpenEnvVectorEnv(VectorEnv[Any, Any, Any]):
             obs = _take(self.single_observation_space, obs, perm)
             rows = np.empty(len(ids), dtype=np.intp)
             rows[perm] = np.arange(len(ids))
+        elif not single:
+            rows = np.arange(len(ids))
         chunks = []
         start = 0
         for received, sel in taken:
             count = len(sel)
-            chunks.extend(self._info_chunks(received.outcome, sel, rows[start : start + count]))
+            at = None if rows is None else rows[start : start + count]
+            chunks.extend(self._info_chunks(received.outcome, sel, at))
             start += count
         infos = batch_info_columns(len(ids), chunks)
         return obs, rewards, terminations, truncations, infos
@@ -497,32 +520,35 @@ class OpenEnvVectorEnv(VectorEnv[Any, Any, Any]):
     def _join(self, pieces: list[Any]) -> Any:
         return _join(self.single_observation_space, pieces)
 
-    def _info_chunks(self, outcome: Outcome, sel: _Int, rows: _Int) -> list[InfoColumns]:
-        """The infos of the sub-envs at ``sel``, by column, placed at ``rows`` of the batch."""
+    def _info_chunks(self, outcome: Outcome, sel: _Int, rows: _Int | None) -> list[InfoColumns]:
+        """The infos of the sub-envs at ``sel``, by column, placed at ``rows`` of the batch.
+
+        ``rows`` None: the batch is exactly these sub-envs, in this order.
+        """
+        if outcome.columns is None:
+            return self._row_info_chunks(outcome, sel, rows)
         full = len(sel) == len(outcome.ids)
         chunks: list[InfoColumns] = []
-        if outcome.columns is not None:
-            observed = self._observed
-            columns = {
-                key: (column if full else _take_column(column, sel))
-                for key, column in outcome.columns.items()
-                if key not in observed
-            }
-            if columns:
-                chunks.append(InfoColumns(rows, columns, outcome.numeric))
-        else:
-            return self._row_info_chunks(outcome, sel, rows)
+        observed = self._observed
+        columns = {
+            key: (column if full else _take_column(column, sel))
+            for key, column in outcome.columns.items()
+            if key not in observed
+        }
         if outcome.meta_columns is not None:
             nested = Nested(
                 (key, column if full else [column[k] for k in sel.tolist()])
                 for key, column in outcome.meta_columns.items()
             )
-            if nested:
-                chunks.append(InfoColumns(rows, {"metadata": nested}))
-        elif outcome.meta_rows is not None:
+            if nested:  # every sub-env reports this metadata: the same chunk
+                columns["metadata"] = nested
+        if columns:
+            chunks.append(InfoColumns(rows, columns, outcome.numeric))
+        if outcome.meta_columns is None and outcome.meta_rows is not None:
+            at = np.arange(len(sel)) if rows is None else rows
             present = [
                 (row, meta)
-                for row, k in zip(rows.tolist(), sel.tolist(), strict=True)
+                for row, k in zip(at.tolist(), sel.tolist(), strict=True)
                 if (meta := outcome.meta_rows[k])
             ]
             if present:
@@ -534,8 +560,10 @@ class OpenEnvVectorEnv(VectorEnv[Any, Any, Any]):
                 )
         return chunks
 
-    def _row_info_chunks(self, outcome: Outcome, sel: _Int, rows: _Int) -> list[InfoColumns]:
+    def _row_info_chunks(self, outcome: Outcome, sel: _Int, rows: _Int | None) -> list[InfoColumns]:
         infos = [self._info_at(outcome, k) for k in sel.tolist()]
+        if rows is None:
+            rows = np.arange(len(sel))
         chunks = []
         by_keys: dict[tuple[str, ...], list[int]] = {}
         for j, info in enumerate(infos):
@@ -766,7 +794,7 @@ class OpenEnvVectorEnv(VectorEnv[Any, Any, Any]):
             states: dict[int, Any] = {}
             errors: dict[int, BaseException] = {}
             for outcome in outcomes:
-                for k, i in enumerate(outcome.ids):
+                for k, i in enumerate(np.asarray(outcome.ids).tolist()):
                     if k in outcome.errors:
                         errors[i] = outcome.errors[k]
                     else:

@@ -46,6 +46,11 @@ _MAX_DIM = 2**32 - 1
 _BOOL = "|b1"
 
 
+_PREFIX = {dtype: bytes([len(dtype)]) + dtype.encode("ascii") for dtype in ALLOWED_DTYPES}
+_DTYPE = {prefix[1:]: np.dtype(dtype) for dtype, prefix in _PREFIX.items()}
+_SHAPES = [struct.Struct(f"<{ndim}I") for ndim in range(MAX_NDIM + 1)]
+
+
 def pack_ndarray(array: np.ndarray[Any, Any]) -> bytes:
     """Encode an array as the payload of an :data:`NDARRAY_EXT` extension.
 
@@ -54,17 +59,19 @@ def pack_ndarray(array: np.ndarray[Any, Any]) -> bytes:
             the array has more than :data:`MAX_NDIM` dimensions or a dimension of 2**32
             or more.
     """
-    dtype: str = array.dtype.str
-    if dtype not in ALLOWED_DTYPES:
+    prefix = _PREFIX.get(array.dtype.str)
+    if prefix is None:
         raise LocalProtocolError(f"arrays of dtype {array.dtype} cannot be sent")
-    if array.ndim > MAX_NDIM:
+    ndim = array.ndim
+    if ndim > MAX_NDIM:
         raise LocalProtocolError(f"arrays of more than {MAX_NDIM} dimensions cannot be sent")
-    if any(dim > _MAX_DIM for dim in array.shape):
-        raise LocalProtocolError(f"array dimensions must be below 2**32, got {array.shape}")
-    header = bytes([len(dtype)]) + dtype.encode("ascii") + bytes([array.ndim])
-    shape = struct.pack(f"<{array.ndim}I", *array.shape)
-    body: bytes = np.ascontiguousarray(array).tobytes()
-    return header + shape + body
+    try:
+        shape = _SHAPES[ndim].pack(*array.shape)
+    except struct.error:
+        raise LocalProtocolError(
+            f"array dimensions must be below 2**32, got {array.shape}"
+        ) from None
+    return b"".join((prefix, bytes((ndim,)), shape, array.tobytes()))
 
 
 def unpack_ndarray(data: bytes) -> np.ndarray[Any, Any]:
@@ -73,29 +80,37 @@ def unpack_ndarray(data: bytes) -> np.ndarray[Any, Any]:
     Raises:
         RemoteProtocolError: The payload is not a valid array encoding.
     """
-    view = memoryview(data)
     try:
-        dtype_len = view[0]
-        dtype = bytes(view[1 : 1 + dtype_len]).decode("ascii")
-        ndim = view[1 + dtype_len]
-        offset = 2 + dtype_len
-        shape = struct.unpack_from(f"<{ndim}I", view, offset)
-    except (IndexError, UnicodeDecodeError, struct.error) as exc:
+        dtype_len = data[0]
+        dtype = _DTYPE.get(bytes(data[1 : 1 + dtype_len]))
+        ndim = data[1 + dtype_len]
+    except IndexError as exc:
         raise RemoteProtocolError(f"truncated ndarray header: {exc}") from exc
-    if dtype not in ALLOWED_DTYPES:
-        raise RemoteProtocolError(f"ndarray dtype {dtype!r} is not allowed on the wire")
+    if dtype is None:
+        try:
+            name = bytes(data[1 : 1 + dtype_len]).decode("ascii")
+        except UnicodeDecodeError as exc:
+            raise RemoteProtocolError(f"truncated ndarray header: {exc}") from exc
+        raise RemoteProtocolError(f"ndarray dtype {name!r} is not allowed on the wire")
     if ndim > MAX_NDIM:
         raise RemoteProtocolError(f"ndarray has {ndim} dimensions, at most {MAX_NDIM} allowed")
-    body = view[offset + 4 * ndim :]
+    offset = 2 + dtype_len
+    try:
+        shape = _SHAPES[ndim].unpack_from(data, offset)
+    except struct.error as exc:
+        raise RemoteProtocolError(f"truncated ndarray header: {exc}") from exc
+    start = offset + 4 * ndim
     count = 1
     for dim in shape:
         count *= dim
-    size = count * np.dtype(dtype).itemsize
-    if size != len(body):
+    size = count * dtype.itemsize
+    if size != len(data) - start:
         raise RemoteProtocolError(
-            f"ndarray of shape {shape} and dtype {dtype} needs {size} bytes, got {len(body)}"
+            f"ndarray of shape {shape} and dtype {dtype.str} needs {size} bytes, "
+            f"got {len(data) - start}"
         )
-    if dtype == _BOOL and size and np.frombuffer(body, dtype=np.uint8).max() > 1:
+    body = memoryview(data)[start:]
+    if dtype.kind == "b" and size and bytes(body).translate(None, b"\x00\x01"):
         raise RemoteProtocolError("ndarray of dtype |b1 holds bytes other than 0 and 1")
     try:
         array = np.frombuffer(body, dtype=dtype).reshape(shape)

@@ -273,16 +273,19 @@ def columns_to_rows(
     return [dict(zip(keys, values, strict=True)) for values in zip(*lists, strict=True)]
 
 
-def _encode_columns(columns: Mapping[str, Any], numeric: frozenset[str], n: int) -> dict[str, Any]:
+def _encode_columns(
+    columns: Mapping[str, Any], numeric: frozenset[str], n: int
+) -> Mapping[str, Any]:
     for key, column in columns.items():
-        length = column.shape[0] if isinstance(column, np.ndarray) and column.ndim else None
-        if length is None and isinstance(column, np.ndarray):
-            raise LocalProtocolError(f"column {key!r}: a 0-d ndarray is not a column")
-        if (len(column) if length is None else length) != n:
+        try:
+            length = len(column)  # an ndarray's is its first dimension
+        except TypeError:  # a 0-d ndarray, a number...
+            length = -1
+        if length != n:
             raise LocalProtocolError(f"column {key!r} must hold {n} entries")
-    if not numeric <= {k for k, c in columns.items() if isinstance(c, np.ndarray)}:
+    if numeric and not all(isinstance(columns.get(k), np.ndarray) for k in numeric):
         raise LocalProtocolError("'numeric' may only name ndarray columns")
-    return dict(columns)
+    return columns
 
 
 # --------------------------------------------------------------------------- messages
@@ -721,14 +724,12 @@ class BatchClient:
         self, message: dict[Any, Any], rid: int, pending: _Pending
     ) -> BatchReplyReceived:
         n = len(pending.slots)
-        errors = _parse_errors(message.get("errors", {}), n)
-        observations: list[dict[str, Any] | None] | None = [None] * n
-        metadata: list[dict[str, Any] | None] | None = [None] * n
+        errors = _parse_errors(message["errors"], n) if "errors" in message else {}
+        observations: list[dict[str, Any] | None] | None
+        metadata: list[dict[str, Any] | None] | None
         columns: dict[str, Any] | None = None
         numeric: frozenset[str] = frozenset()
         meta_columns: dict[str, Any] | None = None
-        rewards = np.full(n, math.nan)
-        dones = np.zeros(n, dtype=bool)
         if pending.op in _ARG_OPS:
             if self.version >= 2 and "cols" in message:
                 columns, numeric = _parse_columns(
@@ -742,12 +743,17 @@ class BatchClient:
                 if any(isinstance(c, np.ndarray) for c in meta_columns.values()):
                     raise RemoteProtocolError("'meta_cols' columns must be arrays, not ndarrays")
                 metadata = None
+            elif "meta" in message:
+                metadata = _parse_list(message["meta"], n, "meta", dict)
             else:
-                metadata = _parse_list(message.get("meta", [None] * n), n, "meta", dict)
-            rewards = _parse_column(message.get("reward"), n, "reward", _F8)
-            dones = _parse_column(message.get("done"), n, "done", _B1)
-        elif pending.op is Op.STATE:
-            observations = _parse_list(message.get("state"), n, "state", dict)
+                metadata = [None] * n
+            rewards = _parse_column(message.get("reward"), n, "reward", _F8, self.version)
+            dones = _parse_column(message.get("done"), n, "done", _B1, self.version)
+        else:
+            observations, metadata = [None] * n, [None] * n
+            rewards, dones = np.full(n, math.nan), np.zeros(n, dtype=bool)
+            if pending.op is Op.STATE:
+                observations = _parse_list(message.get("state"), n, "state", dict)
         if pending.op in _RESULT_OPS and observations is not None:
             for pos, (slot, obs) in enumerate(zip(pending.slots, observations, strict=True)):
                 if (pos in errors) == (obs is not None):
@@ -822,7 +828,15 @@ def _parse_list(value: Any, n: int, name: str, kind: type) -> list[Any]:
     return value
 
 
-def _parse_column(value: Any, n: int, name: str, dtype: np.dtype[Any]) -> Any:
+_SMALL = 16
+"""Version 2 sends ``reward`` and ``done`` of fewer slots as plain arrays (section 3.9)."""
+
+
+def _parse_column(value: Any, n: int, name: str, dtype: np.dtype[Any], version: int) -> Any:
+    if isinstance(value, list) and version >= 2 and len(value) == n:
+        kinds = (bool,) if dtype == _B1 else (float, int)
+        if all(type(v) in kinds for v in value):
+            return np.array(value, dtype=dtype)
     if not isinstance(value, np.ndarray) or value.shape != (n,) or value.dtype != dtype:
         raise RemoteProtocolError(f"{name!r} must be a {dtype.str} array of shape ({n},)")
     return value
@@ -1008,17 +1022,18 @@ class BatchServer:
         rid, op, n = request.request_id, request.op, len(request.slots)
         if op not in _ARG_OPS:
             raise LocalProtocolError(f"send_table answers reset and step, not {op.value}")
-        if table.rewards.shape != (n,) or table.dones.shape != (n,):
+        rewards, dones, errors = table.rewards, table.dones, table.errors
+        if rewards.shape != (n,) or dones.shape != (n,):
             raise LocalProtocolError(f"rewards and dones need shape ({n},)")
-        if not all(_is_uint(pos) and pos < n for pos in table.errors):
+        if errors and not all(_is_uint(pos) and pos < n for pos in errors):
             raise LocalProtocolError("error positions must be positions of the request's slots")
+        small = self.version >= 2 and n < _SMALL  # plain arrays: cheaper than ndarrays here
         message: dict[str, Any] = {
             "op": op.value,
             "id": rid,
-            "reward": np.asarray(table.rewards, dtype=_F8),
-            "done": np.asarray(table.dones, dtype=_B1),
+            "reward": rewards.tolist() if small else rewards.astype(_F8, copy=False),
+            "done": dones.tolist() if small else dones.astype(_B1, copy=False),
         }
-        errors = table.errors
         observations, metadata = table.observations, table.metadata
         if self.version >= 2 and isinstance(observations, Mapping):
             message["cols"] = _encode_columns(observations, table.numeric, n)
@@ -1034,7 +1049,7 @@ class BatchServer:
                 raise LocalProtocolError(f"{n} slots need {n} observations, got {len(rows)}")
             message["obs"] = [None if pos in errors else row or {} for pos, row in enumerate(rows)]
         if metadata is not None and self.version >= 2 and isinstance(metadata, Mapping):
-            if any(isinstance(column, np.ndarray) for column in metadata.values()):
+            if not all(column.__class__ is list for column in metadata.values()):
                 raise LocalProtocolError("metadata columns must be lists")
             message["meta_cols"] = _encode_columns(metadata, frozenset(), n)
         elif metadata is not None:

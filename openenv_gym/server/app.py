@@ -36,8 +36,8 @@ from openenv_gym._version import __version__
 from openenv_gym.exceptions import LocalProtocolError
 from openenv_gym.protocol import batch as bp
 from openenv_gym.protocol import openenv as op
-from openenv_gym.server.columns import result_table
-from openenv_gym.server.environment import EnvironmentMetadata
+from openenv_gym.server.columns import batch_table, result_table
+from openenv_gym.server.environment import EnvironmentMetadata, ObservationBatch
 from openenv_gym.server.loader import EnvModels, resolve_models
 
 __all__ = ["EnvServer", "ServerConfig"]
@@ -289,7 +289,7 @@ class EnvServer:
                             server=SERVER_NAME, env=self.name, max_slots=self.config.max_sessions
                         )
                     elif event.op in (bp.Op.STEP, bp.Op.RESET):
-                        self._answer_table(conn, event, self._run_episode_op(event, slots))
+                        self._answer_table(conn, event, slots)
                     else:
                         results = self._run_batch(event, slots)
                         try:
@@ -303,15 +303,22 @@ class EnvServer:
                 _close_env(env)
             self._release(len(slots))
 
-    @staticmethod
     def _answer_table(
-        conn: bp.BatchServer,
-        request: bp.BatchRequestReceived,
-        results: list[BaseModel | bp.SlotError],
+        self, conn: bp.BatchServer, request: bp.BatchRequestReceived, slots: dict[int, Any]
     ) -> None:
+        results, batch, ready = self._run_episode_op(request, slots)
+        version = conn.version
         try:
-            conn.send_table(request, result_table(results, version=conn.version))
-        except LocalProtocolError:  # some env's result cannot be encoded: fail only those
+            if batch is None:
+                table = result_table(results, version=version)
+            else:
+                table = batch_table(batch, self.models.observation, results, ready, version)
+            conn.send_table(request, table)
+        except (LocalProtocolError, ValueError, TypeError) as exc:
+            # some result cannot be encoded: fail only those (all of a batch hook's)
+            if batch is not None:
+                failed = _execution_error(exc)
+                results = [failed if r is None else r for r in results]
             checked = [
                 r if isinstance(r, bp.SlotError) else _encodable(_slot_result(r)) for r in results
             ]
@@ -323,47 +330,61 @@ class EnvServer:
 
     def _run_episode_op(
         self, request: bp.BatchRequestReceived, slots: dict[int, Any]
-    ) -> list[BaseModel | bp.SlotError]:
+    ) -> tuple[list[Any], ObservationBatch | None, list[int]]:
         """``step`` / ``reset`` for every slot of a request: the hot path.
 
-        Actions are validated in one call for the whole request; an environment class
-        may step all its instances of the request at once (``step_batch``, see
-        ``docs/protocol.md`` section 3.9).
+        Actions are validated in one call for the whole request. An environment class may
+        act on all its instances of the request at once (``step_batch`` / ``reset_batch``,
+        see ``docs/protocol.md`` section 3.9).
+
+        Returns:
+            Per slot, an observation or a SlotError (None where the batch holds it); the
+            batch hook's :class:`ObservationBatch`, if it gave one; and the positions of
+            the slots it covers.
         """
         envs = [slots.get(slot) for slot in request.slots]
-        results: list[Any] = [
-            _no_such_slot(slot) if env is None else None
-            for slot, env in zip(request.slots, envs, strict=True)
-        ]
-        live = [k for k, env in enumerate(envs) if env is not None]
+        if None in envs:
+            results: list[Any] = [
+                _no_such_slot(slot) if env is None else None
+                for slot, env in zip(request.slots, envs, strict=True)
+            ]
+            live = [k for k, env in enumerate(envs) if env is not None]
+        else:
+            results, live = [None] * len(envs), list(range(len(envs)))
+        args = request.args
+        one: Callable[[Any, Any], Any]
         if request.op is bp.Op.RESET:
             keep = self._reset_filter
-            for k in live:
-                results[k] = _guard(_reset, envs[k], keep(request.args[k]))
-            return results
-        ready: list[int] = []
-        actions: list[Any] = []
-        for k, action in zip(
-            live, self._validate_actions([request.args[k] for k in live]), strict=True
-        ):
-            if isinstance(action, bp.SlotError):
-                results[k] = action
-            else:
-                ready.append(k)
-                actions.append(action)
+            ready, inputs = live, [keep(args[k]) for k in live]
+            name, one = "reset_batch", _reset_one
+        else:
+            ready, inputs = [], []
+            checked = self._validate_actions(
+                list(args) if len(live) == len(args) else [args[k] for k in live]
+            )
+            for k, action in zip(live, checked, strict=True):
+                if action.__class__ is bp.SlotError:
+                    results[k] = action
+                else:
+                    ready.append(k)
+                    inputs.append(action)
+            name, one = "step_batch", _step_one
         if not ready:
-            return results
-        kind = type(envs[ready[0]])
-        step_batch = getattr(kind, "step_batch", None)
-        if callable(step_batch) and all(type(envs[k]) is kind for k in ready):
-            for k, outcome in zip(
-                ready, _batched(step_batch, [envs[k] for k in ready], actions), strict=True
-            ):
-                results[k] = outcome
-            return results
-        for k, action in zip(ready, actions, strict=True):
-            results[k] = _guard(_step, envs[k], action)
-        return results
+            return results, None, ready
+        kind = envs[ready[0]].__class__
+        hook = _hook_of(kind, name)
+        if hook is not None and all(envs[k].__class__ is kind for k in ready):
+            outcome = _batched(hook, [envs[k] for k in ready], inputs)
+            if isinstance(outcome, ObservationBatch):
+                for j, exc in outcome.errors.items():
+                    results[ready[j]] = _execution_error(exc)
+                return results, outcome, ready
+            for k, result in zip(ready, outcome, strict=True):
+                results[k] = result
+            return results, None, ready
+        for k, value in zip(ready, inputs, strict=True):
+            results[k] = _guard(one, envs[k], value)
+        return results, None, ready
 
     def _validate_actions(self, args: list[Any]) -> list[Any]:
         """The action models of ``args`` in one validation call; a SlotError where invalid."""
@@ -482,22 +503,42 @@ def _execution_error(exc: BaseException) -> bp.SlotError:
     return bp.SlotError(op.ErrorCode.EXECUTION_ERROR.value, str(exc) or type(exc).__name__)
 
 
-def _step(env: Any, action: Any) -> Any:
+def _step_one(env: Any, action: Any) -> Any:
     return env.step(action)
 
 
-def _reset(env: Any, kwargs: Any) -> Any:
+def _reset_one(env: Any, kwargs: Any) -> Any:
     return env.reset(**kwargs)
 
 
-def _batched(step_batch: Callable[..., Any], envs: list[Any], actions: list[Any]) -> list[Any]:
-    """``step_batch(envs, actions)``: a result per env; an exception fails its env only."""
+_HOOKS: dict[tuple[type, str], Callable[..., Any] | None] = {}
+
+
+def _hook_of(kind: type, name: str) -> Callable[..., Any] | None:
+    """The class's batched hook ``name``, if it has a callable one (looked up once)."""
     try:
-        outcomes = list(step_batch(envs, actions))
+        return _HOOKS[kind, name]
+    except KeyError:
+        hook = getattr(kind, name, None)
+        found = _HOOKS[kind, name] = hook if callable(hook) else None
+        return found
+
+
+def _batched(
+    hook: Callable[..., Any], envs: list[Any], inputs: list[Any]
+) -> ObservationBatch | list[Any]:
+    """``hook(envs, inputs)``: a batch, or a result per env; an exception fails its env only."""
+    try:
+        outcome = hook(envs, inputs)
+        if isinstance(outcome, ObservationBatch):
+            if len(outcome.dones) != len(envs) or len(outcome.rewards) != len(envs):
+                raise ValueError(f"the batch does not hold {len(envs)} results")
+            return outcome
+        outcomes = list(outcome)
     except Exception as exc:
         return [_execution_error(exc)] * len(envs)
     if len(outcomes) != len(envs):
-        error = ValueError(f"step_batch returned {len(outcomes)} results for {len(envs)} envs")
+        error = ValueError(f"the batched hook returned {len(outcomes)} results for {len(envs)}")
         return [_execution_error(error)] * len(envs)
     return [_execution_error(o) if isinstance(o, BaseException) else o for o in outcomes]
 

@@ -28,12 +28,14 @@ import numpy as np
 from pydantic import BaseModel, PydanticSchemaGenerationError, TypeAdapter
 
 from openenv_gym.protocol import batch as bp
+from openenv_gym.server.environment import ObservationBatch
 
-__all__ = ["result_table"]
+__all__ = ["batch_table", "result_table"]
 
 _WIRE_APART = frozenset({"done", "reward", "metadata"})  # travel in their own keys
 _PLAIN = (str, bool)  # written as they are
 _NUMBERS = {int: np.int64, float: np.float64}
+_STACK_FROM = 16  # fewer numbers go out as a plain array: cheaper than an ndarray there
 
 
 @dataclass(frozen=True, slots=True)
@@ -121,7 +123,11 @@ def _column(spec: _Field, values: list[Any], ok: list[int], n: int) -> tuple[Any
         if all(v.shape == first.shape and v.dtype == first.dtype for v in values):
             return _spread(np.stack(values), ok, n), False  # one array, rows are the slots'
         values = list(values)
-    elif spec.kind == "number" and values and set(map(type, values)) == {spec.number}:
+    elif (
+        spec.kind == "number"
+        and len(values) >= _STACK_FROM
+        and set(map(type, values)) == {spec.number}
+    ):
         return _spread(np.array(values, dtype=_NUMBERS[spec.number]), ok, n), True  # type: ignore[index]
     elif spec.kind == "numbers" and values:
         try:
@@ -138,6 +144,15 @@ def _column(spec: _Field, values: list[Any], ok: list[int], n: int) -> tuple[Any
     for k, value in zip(ok, values, strict=True):
         column[k] = value
     return column, False
+
+
+def _placed(values: list[Any], ok: list[int], n: int) -> list[Any]:
+    if len(ok) == n:
+        return values
+    column: list[Any] = [None] * n
+    for k, value in zip(ok, values, strict=True):
+        column[k] = value
+    return column
 
 
 def _spread(array: np.ndarray[Any, Any], ok: list[int], n: int) -> np.ndarray[Any, Any]:
@@ -172,25 +187,37 @@ def result_table(
         version: The connection's protocol version; version 1 takes one map per slot.
     """
     n = len(results)
-    ok = [k for k, r in enumerate(results) if not isinstance(r, bp.SlotError)]
-    errors = {k: r for k, r in enumerate(results) if isinstance(r, bp.SlotError)}
-    observations = [results[k] for k in ok]
-    rewards = np.full(n, math.nan)
-    dones = np.zeros(n, dtype=np.bool_)
-    if observations:
-        raw = [getattr(o, "reward", None) for o in observations]
-        rewards[ok] = [math.nan if r is None else float(r) for r in raw]
-        dones[ok] = [bool(getattr(o, "done", False)) for o in observations]
+    errors = {k: r for k, r in enumerate(results) if r.__class__ is bp.SlotError}
+    observations: list[Any]
+    if errors:
+        ok = [k for k in range(n) if k not in errors]
+        observations = [results[k] for k in ok]
+        rewards = [math.nan] * n
+        dones = [False] * n
+        for k, obs in zip(ok, observations, strict=True):
+            reward = obs.reward
+            rewards[k] = math.nan if reward is None else float(reward)
+            dones[k] = bool(obs.done)
+    else:
+        ok, observations = _ALL[n] if n < len(_ALL) else list(range(n)), list(results)
+        rewards = [math.nan if (r := o.reward) is None else float(r) for o in observations]
+        dones = [bool(o.done) for o in observations]
     metadata = _metadata([getattr(o, "metadata", None) or {} for o in observations], ok, n)
-    classes = {type(o) for o in observations}
-    plan = _plan(classes.pop()) if len(classes) == 1 else None
+    first = observations[0].__class__ if observations else None
+    plan = (
+        _plan(first)
+        if first is not None and all(o.__class__ is first for o in observations)
+        else None
+    )
+    reward_array = np.array(rewards, dtype=np.float64)
+    done_array = np.array(dones, dtype=np.bool_)
     if plan is None or plan.fields is None or version < 2:
         rows: list[dict[str, Any] | None] = [None] * n
         apart = set(_WIRE_APART)
         for k, obs in zip(ok, observations, strict=True):
             serializer = typing.cast(BaseModel, obs).__pydantic_serializer__
             rows[k] = serializer.to_python(obs, exclude=apart)
-        return bp.ResultTable(rows, rewards, dones, frozenset(), metadata, errors)
+        return bp.ResultTable(rows, reward_array, done_array, frozenset(), metadata, errors)
     columns: dict[str, Any] = {}
     numeric = set()
     for spec in plan.fields:
@@ -198,4 +225,66 @@ def result_table(
         columns[spec.name] = column
         if is_numeric:
             numeric.add(spec.name)
+    return bp.ResultTable(columns, reward_array, done_array, frozenset(numeric), metadata, errors)
+
+
+_ALL = [list(range(n)) for n in range(65)]
+
+
+def batch_table(
+    batch: ObservationBatch,
+    model: type,
+    results: Sequence[Any],
+    covered: Sequence[int],
+    version: int = 2,
+) -> bp.ResultTable:
+    """The table of a request whose slots at ``covered`` a batched hook answered.
+
+    Args:
+        batch: The hook's observations, one entry per covered slot.
+        model: The observation model (its fields decide what is stacked).
+        results: Per slot of the request: a SlotError, or None (answered by ``batch``).
+        covered: Positions in the request of the batch's entries, in order.
+        version: The connection's protocol version.
+
+    Raises:
+        ValueError: The batch's fields are not the model's.
+    """
+    n = len(results)
+    errors = {k: r for k, r in enumerate(results) if isinstance(r, bp.SlotError)}
+    keep = [j for j in range(len(covered)) if covered[j] not in errors]
+    ok = [covered[j] for j in keep]
+    whole = len(keep) == len(covered)
+    rewards = np.full(n, math.nan)
+    dones = np.zeros(n, dtype=np.bool_)
+    for j, k in zip(keep, ok, strict=True):
+        reward = batch.rewards[j]
+        rewards[k] = math.nan if reward is None else float(reward)
+        dones[k] = bool(batch.dones[j])
+    plan = _plan(model)
+    names = [spec.name for spec in plan.fields] if plan.fields is not None else list(batch.fields)
+    if set(names) != set(batch.fields):
+        raise ValueError(f"the batch's fields {sorted(batch.fields)} are not {sorted(names)}")
+    columns: dict[str, Any] = {}
+    numeric = set()
+    specs = {spec.name: spec for spec in plan.fields or ()}
+    for name in names:
+        values = batch.fields[name]
+        chosen = values if whole else [values[j] for j in keep]
+        spec = specs.get(name)
+        if spec is not None and spec.kind in ("number", "numbers"):
+            column, is_numeric = _column(spec, chosen, ok, n)
+        else:  # already what model_dump gives
+            column, is_numeric = _placed(chosen, ok, n), False
+        columns[name] = column
+        if is_numeric:
+            numeric.add(name)
+    metadata: Any = batch.metadata
+    if isinstance(metadata, dict):
+        if len(ok) != n:
+            metadata = _placed(
+                [{key: col[j] for key, col in metadata.items()} or None for j in keep], ok, n
+            )
+    elif metadata is not None:  # one dict per instance: columns when they share keys
+        metadata = _metadata([metadata[j] or {} for j in keep], ok, n)
     return bp.ResultTable(columns, rewards, dones, frozenset(numeric), metadata, errors)

@@ -15,11 +15,29 @@ is hosted unchanged (duck typing: only the methods below are used)::
 
 The Pydantic base models match OpenEnv's field for field, so ``/schema`` and the wire
 payloads are the same as an OpenEnv server's.
+
+Batched hooks (optional, used by the batched protocol only; ``docs/protocol.md`` 3.9): a
+class may also define ``step_batch`` and ``reset_batch`` class methods that act on many
+of its instances at once; the runtime then calls them once per request instead of
+``step`` / ``reset`` once per slot::
+
+    @classmethod
+    def step_batch(cls, envs: list[MyEnv], actions: list[MyAction])
+        -> ObservationBatch | list[MyObservation | Exception]: ...
+    @classmethod
+    def reset_batch(cls, envs: list[MyEnv], kwargs: list[dict])
+        -> ObservationBatch | list[MyObservation | Exception]: ...
+
+They must do exactly what ``step`` / ``reset`` would do to each instance, and return
+either one observation (or exception) per instance, or an :class:`ObservationBatch`: the
+same observations by column, without building a model per instance.
 """
 
 from __future__ import annotations
 
 import abc
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import Any, ClassVar, Generic, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -29,6 +47,7 @@ __all__ = [
     "Environment",
     "EnvironmentMetadata",
     "Observation",
+    "ObservationBatch",
     "State",
     "trusted",
 ]
@@ -116,6 +135,32 @@ class Environment(abc.ABC, Generic[ActT, ObsT, StateT]):
 
     def close(self) -> None:
         """Release resources; called once when the session or slot closes."""
+
+
+@dataclass(frozen=True, slots=True)
+class ObservationBatch:
+    """Observations of several instances by column: what a batched hook may return.
+
+    Every column has one entry per instance, in the order the hook got them, and holds
+    what ``model_dump()`` (python mode) gives for that field: nested models as dicts,
+    lists as lists. The runtime sends them as they are.
+
+    Attributes:
+        fields: Field name -> column, for every field of the observation model but
+            ``done``, ``reward`` and ``metadata``.
+        rewards: Per instance: the reward (None: no reward).
+        dones: Per instance: the episode-over flag.
+        metadata: Key -> column when every instance has the same metadata keys, or one
+            dict (or None) per instance, or None when no instance has metadata.
+        errors: Position -> the exception that failed that instance (its column entries
+            are ignored).
+    """
+
+    fields: dict[str, list[Any]]
+    rewards: Sequence[float | None]
+    dones: Sequence[bool]
+    metadata: dict[str, list[Any]] | Sequence[dict[str, Any] | None] | None = None
+    errors: Mapping[int, BaseException] = field(default_factory=dict)
 
 
 _ModelT = TypeVar("_ModelT", bound=BaseModel)

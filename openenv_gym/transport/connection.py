@@ -234,14 +234,17 @@ class JsonSession:
 
         A reply counts only if it is read before the deadline.
         """
-        while True:
+        with self.ws.lock:
+            self._feed()  # a reply that came with an earlier read: no syscall for it
+        while self._reply is None and not self.closed:
             self.expire(time.monotonic())
-            if self._overdue or self.poll():
+            if self._overdue:
                 break
             with self.ws.lock:
                 if not wait([self.ws], self._deadline):
                     self._overdue = True
                     break
+            self.poll()
         return self.take()
 
     # ------------------------------------------------------------------ blocking calls
@@ -476,8 +479,13 @@ class BatchConnection:
 
     def expire(self, now: float) -> None:
         """Fail the connection if a reply is overdue (a timeout is fatal)."""
+        self._expired(now)
+
+    def _expired(self, now: float) -> bool:
         if any(d is not None and now >= d for d in self._deadlines.values()):
             self._fail(_timed_out(self.url, self.timeouts, "connection"))
+            return True
+        return False
 
     def take(self, rid: int) -> bp.BatchReplyReceived:
         """The reply to ``rid``, once :meth:`done`.
@@ -497,18 +505,21 @@ class BatchConnection:
         return reply
 
     def _wait_for(self, rid: int) -> Any:
+        with self.ws.lock:
+            self._feed()  # a reply that came with an earlier read: no syscall for it
         while True:
-            self.expire(time.monotonic())  # a reply counts only if read before its deadline
-            self.poll()
             if rid in self._replies:
                 return self._replies.pop(rid)
             if self._failure is not None:
                 raise self._failure
             if self._closed_by_client:
                 raise UsageError(f"the connection to {self.url} was closed by the client")
+            if self._expired(time.monotonic()):  # a reply counts only if read in time
+                continue
             with self.ws.lock:
-                if not wait([self.ws], self._deadlines.get(rid)):
-                    self.expire(time.monotonic())
+                ready = wait([self.ws], self._deadlines.get(rid))
+            if ready:
+                self.poll()
 
     # ------------------------------------------------------------------ blocking calls
     def call(

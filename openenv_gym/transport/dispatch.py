@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from openenv_gym.exceptions import UsageError
-from openenv_gym.transport.shards import Args, Outcome, Shard
+from openenv_gym.transport.shards import Args, Ids, Outcome, Shard
 from openenv_gym.transport.wire import WebSocket, deadline_after, wait
 
 __all__ = ["Dispatcher", "Pending", "Request"]
@@ -43,7 +43,7 @@ class Request:
     shard: int
     op: str
     positions: list[int]
-    ids: list[int]
+    ids: Ids
     args: Args = None
     numeric: frozenset[str] = frozenset()
 
@@ -54,7 +54,7 @@ class Pending:
 
     shard: Shard
     ticket: Any
-    ids: list[int]
+    ids: Ids
 
 
 class Dispatcher:

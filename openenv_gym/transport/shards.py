@@ -38,6 +38,7 @@ from openenv_gym.transport.wire import WebSocket
 __all__ = [
     "Args",
     "BatchShard",
+    "Ids",
     "JsonShard",
     "Outcome",
     "Shard",
@@ -51,6 +52,9 @@ logger = logging.getLogger("openenv_gym.transport")
 
 Args = Sequence[Mapping[str, Any]] | Mapping[str, Any] | None
 """Per-request arguments: one map per sub-env, or a map of columns (field -> n entries)."""
+
+Ids = Sequence[int] | np.ndarray[Any, Any]
+"""Global sub-env indices of a request, in request order (a list or an int array)."""
 
 _OPS = {op_.value: op_ for op_ in bp.Op}
 
@@ -86,7 +90,7 @@ class Outcome:
         failure: Set when the whole request failed (then every position is in errors).
     """
 
-    ids: list[int]
+    ids: Ids
     op: str
     columns: dict[str, Any] | None = None
     rows: list[dict[str, Any] | None] | None = None
@@ -101,7 +105,7 @@ class Outcome:
     failure: BaseException | None = None
 
     @classmethod
-    def failed(cls, ids: list[int], op_: str, error: BaseException) -> Outcome:
+    def failed(cls, ids: Ids, op_: str, error: BaseException) -> Outcome:
         """Every sub-env of the request failed with ``error``."""
         n = len(ids)
         return cls(
@@ -165,7 +169,7 @@ class Shard(abc.ABC):
         self,
         op_: str,
         positions: Sequence[int],
-        ids: list[int],
+        ids: Ids,
         args: Args = None,
         numeric: frozenset[str] = frozenset(),
     ) -> Any:
@@ -215,7 +219,7 @@ class Shard(abc.ABC):
 @dataclass(slots=True)
 class _BatchTicket:
     op: str
-    ids: list[int]
+    ids: Ids
     rid: int | None
     error: BaseException | None = None
 
@@ -238,7 +242,7 @@ class BatchShard(Shard):
         self,
         op_: str,
         positions: Sequence[int],
-        ids: list[int],
+        ids: Ids,
         args: Args = None,
         numeric: frozenset[str] = frozenset(),
     ) -> _BatchTicket:
@@ -310,7 +314,7 @@ class BatchShard(Shard):
 @dataclass(slots=True)
 class _JsonTicket:
     op: str
-    ids: list[int]
+    ids: Ids
     positions: list[int]
     errors: dict[int, BaseException]
 
@@ -336,7 +340,7 @@ class JsonShard(Shard):
         self,
         op_: str,
         positions: Sequence[int],
-        ids: list[int],
+        ids: Ids,
         args: Args = None,
         numeric: frozenset[str] = frozenset(),
     ) -> _JsonTicket:

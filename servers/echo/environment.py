@@ -11,7 +11,13 @@ from __future__ import annotations
 import uuid
 from typing import Any, ClassVar
 
-from openenv_gym.server.environment import Environment, EnvironmentMetadata, State, trusted
+from openenv_gym.server.environment import (
+    Environment,
+    EnvironmentMetadata,
+    ObservationBatch,
+    State,
+    trusted,
+)
 from openenv_gym_servers.echo.models import EchoAction, EchoObservation
 
 __all__ = ["EchoEnvironment"]
@@ -95,6 +101,31 @@ class EchoEnvironment(Environment[EchoAction, EchoObservation, State]):
                 "echoed_message": message,
                 "message_length": length,
             },
+        )
+
+    @classmethod
+    def step_batch(cls, envs: list[EchoEnvironment], actions: list[EchoAction]) -> ObservationBatch:
+        """:meth:`step` for many instances at once, by column (the batched protocol's hook).
+
+        Example:
+            >>> envs = [EchoEnvironment(), EchoEnvironment()]
+            >>> batch = EchoEnvironment.step_batch(
+            ...     envs, [EchoAction(message="hi"), EchoAction(message="hey")]
+            ... )
+            >>> batch.fields["echoed_message"], batch.rewards, batch.metadata["step"]
+            (['hi', 'hey'], [0.2, 0.30000000000000004], [1, 1])
+        """
+        messages = [action.message for action in actions]
+        lengths = list(map(len, messages))
+        steps = []
+        for env in envs:
+            env._step_count += 1
+            steps.append(env._step_count)
+        return ObservationBatch(
+            {"echoed_message": messages, "message_length": lengths},
+            rewards=[length * REWARD_PER_CHARACTER for length in lengths],
+            dones=[False] * len(envs),
+            metadata={"original_message": messages, "step": steps},
         )
 
     @property

@@ -52,12 +52,18 @@ Where this differs from OpenEnv's server, on purpose:
 
 from __future__ import annotations
 
+import dataclasses
 import random
 import re
 import uuid
 from typing import Any, ClassVar
 
-from openenv_gym.server.environment import Environment, EnvironmentMetadata, trusted
+from openenv_gym.server.environment import (
+    Environment,
+    EnvironmentMetadata,
+    ObservationBatch,
+    trusted,
+)
 from openenv_gym_servers.wordle.models import (
     WordleAction,
     WordleMessage,
@@ -93,6 +99,7 @@ _PROMPT_TEXT = (
 _PROMPT = _PROMPT_TEXT.strip()
 # Messages are frozen, so every reset observation may hold this one.
 _PROMPT_MESSAGE = WordleMessage(sender_id=GAME_ID, content=_PROMPT_TEXT, category="PROMPT")
+_PROMPT_SAID = (GAME_ID, _PROMPT_TEXT, "PROMPT")
 _NO_BRACKETS = (
     "You tried submitting a word in the wrong format. Please make sure to use squared brackets."
 )
@@ -167,10 +174,13 @@ class WordleEnvironment(Environment[WordleAction, WordleObservation, WordleState
         Returns:
             The prompt, with ``reward=0.0`` and ``done=False``.
         """
+        self._start(seed, episode_id)
+        return self._observation([_PROMPT_MESSAGE], 0.0)
+
+    def _start(self, seed: int | None = None, episode_id: str | None = None, **_: Any) -> None:
         if seed is not None:
             self._rng.seed(seed)
         self._new_game(episode_id=episode_id)
-        return self._observation([_PROMPT_MESSAGE], 0.0)
 
     def step(self, action: WordleAction) -> WordleObservation:
         """Play one message; see the module docstring for what counts as a valid guess.
@@ -182,13 +192,45 @@ class WordleEnvironment(Environment[WordleAction, WordleObservation, WordleState
             This turn's messages (the echoed action and the game's reply), with the step's
             reward, ``done`` and ``info``.
         """
+        said, reward = self._play_message(action.message)
+        return self._observation([_message(*m) for m in said], reward)
+
+    @classmethod
+    def step_batch(
+        cls, envs: list[WordleEnvironment], actions: list[WordleAction]
+    ) -> ObservationBatch:
+        """:meth:`step` for many games at once, by column (the batched protocol's hook).
+
+        The same game logic as :meth:`step`; the observations come as the columns their
+        models would be dumped to, without building one.
+        """
+        turns = [
+            env._play_message(action.message) for env, action in zip(envs, actions, strict=True)
+        ]
+        return _batch(envs, [said for said, _ in turns], [reward for _, reward in turns])
+
+    @classmethod
+    def reset_batch(
+        cls, envs: list[WordleEnvironment], kwargs: list[dict[str, Any]]
+    ) -> ObservationBatch:
+        """:meth:`reset` for many games at once, by column (the batched protocol's hook)."""
+        errors: dict[int, BaseException] = {}
+        for j, (env, options) in enumerate(zip(envs, kwargs, strict=True)):
+            try:
+                env._start(**options)
+            except Exception as exc:  # that game only: as reset() would fail alone
+                errors[j] = exc
+        batch = _batch(envs, [[_PROMPT_SAID]] * len(envs), [0.0] * len(envs))
+        return dataclasses.replace(batch, errors=errors) if errors else batch
+
+    def _play_message(self, message: str) -> tuple[list[tuple[int, str, str]], float]:
+        """One step of the game: this turn's messages (sender, content, category), reward."""
         self._step_count += 1
         if self._done:
             self._last_reward = 0.0
             self._last_signals = None
-            return self._observation([], 0.0)
+            return [], 0.0
 
-        message = action.message
         if "[" not in message and "]" not in message:
             message = f"[{message}]"
         shown = message
@@ -196,7 +238,7 @@ class WordleEnvironment(Environment[WordleAction, WordleObservation, WordleState
             shown = shown.replace(tag, "")
         # This turn's messages: the player's, then at most one of the game's. No two in a row
         # share sender and category, so there is never anything to merge.
-        messages = [_message(PLAYER_ID, shown, "PLAYER_ACTION")]
+        said = [(PLAYER_ID, shown, "PLAYER_ACTION")]
 
         match = _GUESS.search(message)
         word = match.group(1).lower() if match is not None else None
@@ -208,11 +250,11 @@ class WordleEnvironment(Environment[WordleAction, WordleObservation, WordleState
         reward = 0.0
         problem = _NO_BRACKETS if word is None else self._problem(word)
         if word is not None and problem is None:
-            reward = self._play(word, messages)
+            reward = self._play(word, said)
         elif self._error_count < ERROR_ALLOWANCE:
             self._error_count += 1
-            messages.append(
-                _message(
+            said.append(
+                (
                     GAME_ID,
                     f"You attempted an invalid move. Reason: {problem} Please resubmit a valid "
                     "move and remember to follow the game rules to avoid penalties.",
@@ -231,7 +273,7 @@ class WordleEnvironment(Environment[WordleAction, WordleObservation, WordleState
             "wordle.repetitions": 1.0 - earlier,
             "wordle.correct": reward,
         }
-        return self._observation(messages, reward)
+        return said, reward
 
     @property
     def state(self) -> WordleState:
@@ -307,7 +349,7 @@ class WordleEnvironment(Environment[WordleAction, WordleObservation, WordleState
             return f"'{word}' is not an English word."
         return None
 
-    def _play(self, word: str, messages: list[WordleMessage]) -> float:
+    def _play(self, word: str, messages: list[tuple[int, str, str]]) -> float:
         """Score a valid guess, append the game's reply and return the step's reward."""
         self._error_count = 0
         self._turn += 1
@@ -320,7 +362,7 @@ class WordleEnvironment(Environment[WordleAction, WordleObservation, WordleState
             return 1.0
         left = NUM_GUESSES - len(self._history)
         messages.append(
-            _message(
+            (
                 GAME_ID,
                 f"You submitted [{word}].\nFeedback:\n{' '.join(word.upper())}\n"
                 f"{' '.join(feedback)}\nYou have {left} guesses left.",
@@ -361,21 +403,24 @@ class WordleEnvironment(Environment[WordleAction, WordleObservation, WordleState
         """``(greens + 0.5 * yellows) / 5`` of the latest valid guess (``0.0`` if none)."""
         return (self._greens + 0.5 * self._yellows) / WORD_LENGTH
 
+    def _metadata(self) -> dict[str, Any]:
+        metadata: dict[str, Any] = {"env_id": ENV_ID, "turn": self._turn}
+        if self._last_signals is not None:
+            metadata["reward_signals"] = self._last_signals.copy()
+        return metadata
+
     def _observation(self, messages: list[WordleMessage], reward: float) -> WordleObservation:
         """The observation of the latest reset or step; it shares nothing mutable with ``self``.
 
         Built without validation (see :func:`~openenv_gym.server.environment.trusted`):
         every value below has its field's type, and ``messages`` is a fresh list.
         """
-        metadata: dict[str, Any] = {"env_id": ENV_ID, "turn": self._turn}
-        if self._last_signals is not None:
-            metadata["reward_signals"] = self._last_signals.copy()
         return trusted(
             WordleObservation,
             {
                 "done": self._done,
                 "reward": reward,
-                "metadata": metadata,
+                "metadata": self._metadata(),
                 "prompt": _PROMPT if self._step_count == 0 else ENV_ID,
                 "messages": messages,
                 "current_player_id": PLAYER_ID,
@@ -383,3 +428,29 @@ class WordleEnvironment(Environment[WordleAction, WordleObservation, WordleState
                 "info": self._info(),
             },
         )
+
+
+def _batch(
+    envs: list[WordleEnvironment], said: list[list[tuple[int, str, str]]], rewards: list[float]
+) -> ObservationBatch:
+    """The observations :meth:`WordleEnvironment._observation` would give, by column."""
+    metadata = [env._metadata() for env in envs]
+    keys = metadata[0].keys() if metadata else None
+    return ObservationBatch(
+        {
+            "prompt": [_PROMPT if env._step_count == 0 else ENV_ID for env in envs],
+            "messages": [
+                [{"sender_id": s, "content": c, "category": k} for s, c, k in turn] for turn in said
+            ],
+            "current_player_id": [PLAYER_ID] * len(envs),
+            "legal_players": [[PLAYER_ID] for _ in envs],
+            "info": [env._info() for env in envs],
+        },
+        rewards=rewards,
+        dones=[env._done for env in envs],
+        metadata=(
+            {key: [m[key] for m in metadata] for key in keys}
+            if keys is not None and all(m.keys() == keys for m in metadata)
+            else metadata
+        ),
+    )

@@ -78,3 +78,23 @@ def test_observations_built_without_validation_equal_validated_ones() -> None:
     )
     assert obs.model_dump() == expected.model_dump()
     assert list(obs.model_dump()) == list(EchoObservation.model_fields)
+
+
+def test_step_batch_gives_what_step_gives() -> None:
+    from openenv_gym.server.columns import batch_table, result_table
+
+    batch_envs = [EchoEnvironment() for _ in range(3)]
+    model_envs = [EchoEnvironment() for _ in range(3)]
+    for env in (*batch_envs, *model_envs):
+        env.reset(episode_id="ep")
+    for messages in (["a", "bb", "ccc"], ["x" * 40, "y", "hello"]):
+        actions = [EchoAction(message=m) for m in messages]
+        batch = EchoEnvironment.step_batch(batch_envs, actions)
+        observations = [e.step(a) for e, a in zip(model_envs, actions, strict=True)]
+        from_models = result_table(observations)
+        from_batch = batch_table(batch, EchoObservation, [None] * 3, [0, 1, 2])
+        assert from_batch.observations == from_models.observations
+        assert from_batch.rewards.tolist() == from_models.rewards.tolist()
+        assert from_batch.dones.tolist() == from_models.dones.tolist()
+        assert from_batch.metadata == from_models.metadata
+    assert [e.state for e in batch_envs] == [e.state for e in model_envs]

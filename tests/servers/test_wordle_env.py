@@ -688,3 +688,74 @@ def test_trusted_builds_what_validation_builds(
     assert built.model_dump() == validated.model_dump()
     assert built.__pydantic_extra__ == validated.__pydantic_extra__
     assert built.__pydantic_private__ == validated.__pydantic_private__
+
+
+# ------------------------------------------------ the batched hooks (docs/protocol.md 3.9)
+
+
+def _same_wire(
+    batch_envs: list[WordleEnvironment],
+    model_envs: list[WordleEnvironment],
+    batch: Any,
+    observations: list[WordleObservation],
+) -> None:
+    """The hook's batch is what the runtime would send for the per-instance observations."""
+    from openenv_gym.server.columns import batch_table, result_table
+
+    assert not batch.errors
+    n = len(observations)
+    from_models = result_table(observations)
+    from_batch = batch_table(batch, WordleObservation, [None] * n, list(range(n)))
+    assert from_batch.numeric == from_models.numeric
+    assert from_batch.rewards.tolist() == from_models.rewards.tolist()
+    assert from_batch.dones.tolist() == from_models.dones.tolist()
+    assert from_batch.metadata == from_models.metadata
+    assert set(from_batch.observations) == set(from_models.observations)
+    for name, column in from_models.observations.items():
+        other = from_batch.observations[name]
+        if hasattr(column, "tolist"):
+            assert column.tolist() == other.tolist(), name
+        else:
+            assert column == other, name
+    for a, b in zip(batch_envs, model_envs, strict=True):
+        assert a.state == b.state
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_step_batch_and_reset_batch_give_what_step_and_reset_give(seed: int) -> None:
+    rng = random.Random(seed)
+    n = 6
+    batch_envs = [WordleEnvironment() for _ in range(n)]
+    model_envs = [WordleEnvironment() for _ in range(n)]
+    words = sorted(valid_words())
+    for episode in range(3):
+        seeds = [rng.randrange(1000) for _ in range(n)]
+        kwargs = [{"seed": s, "episode_id": f"ep-{episode}-{i}"} for i, s in enumerate(seeds)]
+        batch = WordleEnvironment.reset_batch(batch_envs, kwargs)
+        observations = [e.reset(**k) for e, k in zip(model_envs, kwargs, strict=True)]
+        _same_wire(batch_envs, model_envs, batch, observations)
+        for _ in range(9):  # past the end of most games: steps after done are covered too
+            messages = [
+                rng.choice(
+                    [
+                        f"[{rng.choice(words)}]",
+                        rng.choice(words),
+                        "no brackets here",
+                        "[xyz]",
+                        f"[{secret_of(e)}]",
+                        "[Player] [crane] [GAME]",
+                    ]
+                )
+                for e in model_envs
+            ]
+            actions = [WordleAction(message=m) for m in messages]
+            batch = WordleEnvironment.step_batch(batch_envs, actions)
+            observations = [e.step(a) for e, a in zip(model_envs, actions, strict=True)]
+            _same_wire(batch_envs, model_envs, batch, observations)
+
+
+def test_reset_batch_fails_only_the_game_that_raised() -> None:
+    envs = [WordleEnvironment(), WordleEnvironment()]
+    batch = WordleEnvironment.reset_batch(envs, [{"seed": 1}, {"seed": [1, 2]}])  # unhashable seed
+    assert set(batch.errors) == {1}
+    assert batch.fields["prompt"][0].startswith("You are Playing Wordle")
