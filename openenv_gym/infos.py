@@ -87,8 +87,13 @@ def _numeric_column(n: int, kind: type, rows: list[int], values: list[Any], full
     silently truncates (``0.75`` in an int column); here the column widens instead: to
     float64 when every value is a number, else to an object array.
     """
-    if full and all(type(v) is kind for v in values):
-        return np.array(values, dtype=kind)
+    kinds = set(map(type, values))
+    if kinds == {kind}:  # one kind throughout: the usual case
+        if full:
+            return np.array(values, dtype=kind)
+        same: np.ndarray[Any, Any] = np.zeros(n, dtype=kind)
+        same[rows] = values
+        return same
     if all(_fits(kind, v) for v in values):
         column: np.ndarray[Any, Any] = np.zeros(n, dtype=kind)
         column[rows] = values

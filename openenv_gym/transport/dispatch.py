@@ -69,7 +69,8 @@ class Dispatcher:
     def __init__(self, shards: Sequence[Shard]) -> None:
         self.shards = list(shards)
         self._selector: selectors.BaseSelector | None = None
-        self._registered: dict[int, WebSocket] = {}
+        self._registered: dict[int, Shard] = {}
+        self._writers: list[WebSocket] = []
         self._interrupted = threading.Event()
 
     # ------------------------------------------------------------------ submit
@@ -104,7 +105,16 @@ class Dispatcher:
         """
         if want is None:
             want = sum(len(p.ids) for p in pending)
-        deadline = deadline_after(timeout)
+        with contextlib.ExitStack() as held:
+            # while this call waits on them, the keepalive thread keeps off the sockets
+            for shard in {p.shard for p in pending}:
+                for ws in shard.sockets:
+                    held.enter_context(ws.lock)
+            return self._collect(pending, want, deadline_after(timeout))
+
+    def _collect(
+        self, pending: Sequence[Pending], want: int, deadline: float | None
+    ) -> list[Pending]:
         waiting = list(pending)
         done: list[Pending] = []
         count = 0
@@ -145,36 +155,47 @@ class Dispatcher:
         if deadline is not None:
             limits.append(deadline)
         until = min(limits) if limits else None
-        sockets = [ws for shard in {p.shard for p in waiting} for ws in shard.sockets]
-        if len(sockets) == 1:
+        shards = list({id(p.shard): p.shard for p in waiting}.values())
+        if len(shards) == 1 and len(shards[0].sockets) == 1:
+            sockets = shards[0].sockets
             return sockets if wait(sockets, until) else []
-        return self._select(sockets, until)
+        return self._select(shards, until)
 
-    def _select(self, sockets: list[WebSocket], until: float | None) -> list[WebSocket]:
-        for ws in sockets:
-            if ws.failure is not None or ws.buffered:
-                return [ws]
+    def _select(self, shards: list[Shard], until: float | None) -> list[WebSocket]:
+        """Wait on every socket of ``shards`` at once (epoll: registered once per shard)."""
         selector = self._selector
         if selector is None:
             selector = self._selector = selectors.DefaultSelector()
-        registered = self._registered
-        wanted = {id(ws): ws for ws in sockets}
-        for key in [k for k in registered if k not in wanted]:
-            with contextlib.suppress(KeyError, ValueError, OSError):
-                selector.unregister(registered[key].sock)
-            del registered[key]
-        for key, ws in wanted.items():
-            events = selectors.EVENT_READ | (selectors.EVENT_WRITE if ws.wants_write else 0)
-            try:
-                if key not in registered:
-                    selector.register(ws.sock, events, ws)
-                    registered[key] = ws
-                elif selector.get_key(ws.sock).events != events:
-                    selector.modify(ws.sock, events, ws)
-            except (KeyError, ValueError, OSError):  # closed meanwhile: reading reports it
-                return [ws]
+        for shard in shards:
+            if id(shard) not in self._registered:
+                self._registered[id(shard)] = shard
+                for ws in shard.sockets:
+                    self._watch(selector, ws, selectors.EVENT_READ)
+        for ws in self._writers:  # sockets that had bytes left to write last time
+            if not ws.wants_write:
+                self._watch(selector, ws, selectors.EVENT_READ)
+        self._writers = [ws for shard in shards for ws in shard.sockets if ws.wants_write]
+        for ws in self._writers:
+            self._watch(selector, ws, selectors.EVENT_READ | selectors.EVENT_WRITE)
         timeout = None if until is None else max(0.0, until - time.monotonic())
-        return [key.data for key, _ in selector.select(timeout)]
+        ready = [key.data for key, _ in selector.select(timeout)]
+        return [ws for ws in ready if ws is not None]
+
+    @staticmethod
+    def _watch(selector: selectors.BaseSelector, ws: WebSocket, events: int) -> None:
+        fd = ws.fileno()
+        if fd < 0:  # closed: nothing to watch (reading it reports the end)
+            return
+        try:
+            key = selector.get_key(fd)
+        except KeyError:
+            selector.register(fd, events, ws)
+            return
+        if key.data is not ws:  # a new socket got a closed one's descriptor
+            selector.unregister(fd)
+            selector.register(fd, events, ws)
+        elif key.events != events:
+            selector.modify(fd, events, ws)
 
     # ------------------------------------------------------------------ results
     @staticmethod

@@ -62,7 +62,7 @@ def _run() -> None:
 
 
 def _idle_and_readable(sockets: list[WebSocket]) -> list[WebSocket]:
-    idle = [ws for ws in sockets if not ws.lock.locked()]
+    idle = [ws for ws in sockets if _free(ws)]
     try:
         return readable(idle)
     except (OSError, ValueError):  # a socket closed between the two lines: try the rest
@@ -76,3 +76,11 @@ def _after_fork_in_child() -> None:
 
 
 os.register_at_fork(after_in_child=_after_fork_in_child)
+
+
+def _free(ws: WebSocket) -> bool:
+    """Whether no call holds ``ws`` (a call holds it while it uses or waits on it)."""
+    if not ws.lock.acquire(blocking=False):
+        return False
+    ws.lock.release()
+    return True

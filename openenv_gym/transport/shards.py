@@ -232,11 +232,12 @@ class BatchShard(Shard):
     def __init__(self, url: str, indices: list[int], conn: BatchConnection) -> None:
         super().__init__(url, indices)
         self.conn = conn
+        self._sockets = [conn.ws]
 
     @property
     def sockets(self) -> list[WebSocket]:
         """See :attr:`Shard.sockets`."""
-        return [self.conn.ws]
+        return self._sockets
 
     def send(
         self,
@@ -317,6 +318,8 @@ class _JsonTicket:
     ids: Ids
     positions: list[int]
     errors: dict[int, BaseException]
+    waiting: set[int] = field(default_factory=set)  # positions whose reply is not in
+    deadline: float | None = None
 
 
 class JsonShard(Shard):
@@ -328,13 +331,15 @@ class JsonShard(Shard):
         super().__init__(url, indices)
         self.sessions = sessions
         self._busy: set[int] = set()
+        self._ticket_of: dict[int, _JsonTicket] = {}
+        self._tickets: list[_JsonTicket] = []  # sent, not taken
         self._where = {id(session.ws): pos for pos, session in enumerate(sessions)}
+        self._sockets = [session.ws for session in sessions]
 
     @property
     def sockets(self) -> list[WebSocket]:
-        """See :attr:`Shard.sockets`: the sessions with a request pending."""
-        sessions = self.sessions
-        return [sessions[pos].ws for pos in self._busy]
+        """See :attr:`Shard.sockets`: every session's (idle ones report nothing)."""
+        return self._sockets
 
     def send(
         self,
@@ -360,6 +365,13 @@ class JsonShard(Shard):
                 ticket.errors[k] = exc
                 continue
             self._busy.add(pos)
+            self._ticket_of[pos] = ticket
+            if session.ready:  # failed at once (the connection was gone)
+                continue
+            ticket.waiting.add(pos)
+            if ticket.deadline is None:
+                ticket.deadline = session.deadline
+        self._tickets.append(ticket)
         return ticket
 
     def poll(self, ready: Sequence[WebSocket] | None = None) -> None:
@@ -370,28 +382,31 @@ class JsonShard(Shard):
         else:
             where = self._where
             positions = [pos for ws in ready if (pos := where.get(id(ws))) is not None]
+        tickets = self._ticket_of
         for pos in positions:
+            session = sessions[pos]
             with contextlib.suppress(OpenEnvGymError):  # closed: take() reports why
-                sessions[pos].poll()
+                session.poll()
+            ticket = tickets.get(pos)
+            if ticket is not None and session.ready:
+                ticket.waiting.discard(pos)
 
     def done(self, ticket: _JsonTicket) -> bool:
         """See :meth:`Shard.done`."""
-        sessions = self.sessions
-        return all(
-            k in ticket.errors or sessions[pos].ready for k, pos in enumerate(ticket.positions)
-        )
+        return not ticket.waiting
 
     def deadline(self, ticket: _JsonTicket) -> float | None:
-        """See :meth:`Shard.deadline`."""
-        deadlines = [
-            d for pos in ticket.positions if (d := self.sessions[pos].deadline) is not None
-        ]
-        return min(deadlines) if deadlines else None
+        """See :meth:`Shard.deadline` (a ticket's requests all left at once)."""
+        return ticket.deadline
 
     def expire(self, now: float) -> None:
         """See :meth:`Shard.expire` (:meth:`take` reports the overdue sessions)."""
-        for pos in self._busy:
-            self.sessions[pos].expire(now)
+        for ticket in self._tickets:
+            if ticket.waiting and ticket.deadline is not None and now >= ticket.deadline:
+                for pos in list(ticket.waiting):
+                    self.sessions[pos].expire(now)
+                    if self.sessions[pos].ready:
+                        ticket.waiting.discard(pos)
 
     def take(self, ticket: _JsonTicket) -> Outcome:
         """See :meth:`Shard.take`."""
@@ -401,10 +416,13 @@ class JsonShard(Shard):
         rewards = np.full(n, math.nan)
         dones = np.zeros(n, dtype=bool)
         errors = dict(ticket.errors)
+        if ticket in self._tickets:
+            self._tickets.remove(ticket)
         for k, pos in enumerate(ticket.positions):
             if k in errors:
                 continue
             self._busy.discard(pos)
+            self._ticket_of.pop(pos, None)
             try:
                 reply = self.sessions[pos].take()
             except OpenEnvGymError as exc:

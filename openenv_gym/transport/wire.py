@@ -135,7 +135,7 @@ class WebSocket:
         self.url = url
         self.subprotocol: str | None = protocol.subprotocol
         self.messages: collections.deque[bytes | str] = collections.deque()
-        self.lock = threading.Lock()
+        self.lock = threading.RLock()
         self.failure: ConnectionLostError | RemoteProtocolError | None = None
         self.last_used = time.monotonic()
         self._proto = protocol
@@ -382,7 +382,7 @@ def wait(sockets: Sequence[WebSocket], deadline: float | None) -> bool:
     :meth:`WebSocket.read` reports the end at once).
     """
     for ws in sockets:
-        if ws.failure is not None or ws.buffered:
+        if ws.failure is not None or ws.buffered or ws.messages:
             return True
     timeout = remaining(deadline)
     if len(sockets) == 1:
