@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import functools
+import os
 import time
 from typing import Any
 
@@ -43,6 +44,21 @@ BUSY_SPEC = "busy_env:BusyEnvironment"
 PRIMARY_FIELD = {"echo": "echoed_message"}
 """The observation field the Gymnasium observation is made of (left out of ``info``)."""
 RESET_SEED = 0
+
+
+def _server_loop() -> str:
+    """The event loop our servers run (``openenv-gym serve``: uvloop unless disabled)."""
+    if os.environ.get("OPENENV_GYM_NO_UVLOOP", "").lower() in ("1", "true", "yes", "on"):
+        return "asyncio"
+    try:
+        import uvloop  # noqa: F401
+    except ImportError:
+        return "asyncio"
+    return "uvloop"
+
+
+OUR_LOOPS = {"client_loop": "none (I/O on the caller's thread)", "server_loop": _server_loop()}
+"""Which event loop each side of our methods ran, recorded in every row's ``params``."""
 
 
 def _done(terminations: Any, truncations: Any) -> list[bool]:
@@ -91,6 +107,7 @@ class VectorBench(_VectorStepper):
         self.envs: Any = None
         self.server_pids: list[int] = []
         self.params: dict[str, Any] = {
+            **OUR_LOOPS,
             "protocol": protocol,
             "num_servers": num_servers,
             "server": server or env,
@@ -132,6 +149,7 @@ class AsyncVectorBench(_VectorStepper):
         self.envs: Any = None
         self.server_pids: list[int] = []
         self.params: dict[str, Any] = {
+            **OUR_LOOPS,
             "protocol": "batch",
             "context": context,
             "shared_memory": False,
@@ -209,7 +227,7 @@ class InProcessBench(_VectorStepper):
         self.plan = ActionPlan(env, n)
         self.envs: Any = None
         self.server_pids: list[int] = []
-        self.params: dict[str, Any] = {"autoreset": "next_step"}
+        self.params: dict[str, Any] = {"autoreset": "next_step", "client_loop": "none"}
 
     def setup(self) -> dict[str, Any]:
         self.envs = gymnasium.vector.SyncVectorEnv(
@@ -236,7 +254,7 @@ class OpenBench:
         self.provider = LocalProvider(env)
         self.url = ""
         self.server_pids: list[int] = []
-        self.params: dict[str, Any] = {"protocol": protocol}
+        self.params: dict[str, Any] = {**OUR_LOOPS, "protocol": protocol}
 
     def _open(self, n: int) -> Any:
         return gymnasium.make_vec(
@@ -294,6 +312,7 @@ class TrlToolBench(ToolCallBench):
         self.env: Any = None
         self.server_pids: list[int] = []
         self.params: dict[str, Any] = {
+            **OUR_LOOPS,
             "client": "openenv_gym.integrations.trl.environment_factory, one instance",
             "server": "openenv-gym serve wordle (the factory's shared local server)",
         }
@@ -336,6 +355,7 @@ class ToolsRolloutBench(RolloutBench):
         self.instances: list[Any] = []
         self.server_pids: list[int] = []
         self.params: dict[str, Any] = {
+            **OUR_LOOPS,
             "client": "openenv_gym.integrations.trl.environment_factory, N instances, "
             "called one after the other",
             "server": "openenv-gym serve wordle (the factory's shared local server)",
@@ -385,6 +405,7 @@ class LockstepRolloutBench(RolloutBench):
         self.lockstep: Any = None
         self.server_pids: list[int] = []
         self.params: dict[str, Any] = {
+            **OUR_LOOPS,
             "client": "openenv_gym.integrations.lockstep.Lockstep over make_vec(..., "
             'autoreset_mode="Disabled")',
             "server": "openenv-gym serve wordle (make_vec's local server)",

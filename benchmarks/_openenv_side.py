@@ -102,6 +102,7 @@ class GatherBench:
         self.needs_reset = [False] * n
         self.server_pids: list[int] = []
         self.params: dict[str, Any] = {
+            "client_loop": "asyncio (the official async client's)",
             "client": "openenv.core.generic_client.GenericEnvClient (async)",
             "server": "openenv create_app + adapter, uvicorn",
         }
@@ -144,6 +145,7 @@ class OfficialToolBench(ToolCallBench):
         self.client: Any = None
         self.server_pids: list[int] = []
         self.params: dict[str, Any] = {
+            "client_loop": "asyncio on the sync client's background thread",
             "client": "openenv.core.generic_client.GenericEnvClient(...).sync()",
             "protocol": "json",
             "server": (

@@ -74,7 +74,8 @@ class RawCeilingBench:
     def __init__(self, n: int) -> None:
         self.n = n
         self.server_pids: list[int] = []
-        self.params: dict[str, Any] = {"loop": "uvloop" if have_uvloop() else "asyncio"}
+        loop = "uvloop" if have_uvloop() else "asyncio"
+        self.params: dict[str, Any] = {"client_loop": loop, "server_loop": loop}
         self._server: asyncio.subprocess.Process | None = None
         self._conn: Any = None
 

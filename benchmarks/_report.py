@@ -265,9 +265,29 @@ def ratio_lines(
             return "n/a (not measured in this run)"
         return f"{top / bottom:.2f}x ({_num(top)} / {_num(bottom)} steps/s)"
 
+    def p50(method: str, env: str, n: int) -> float | None:
+        return (summary.get((method, env, n, "")) or {}).get("p50_ms")
+
+    def latency(top: float | None, bottom: float | None) -> str:
+        if top is None or bottom is None or bottom == 0:
+            return "n/a (not measured in this run)"
+        return f"{top / bottom:.2f}x ({top:.3f} / {bottom:.3f} ms)"
+
     out = [f"(a)/(f) echo N=256: {ratio(sps('a', 'echo', 256), sps('f', 'raw', 256))}"]
     for env in ("echo", "wordle"):
+        out.append(f"(a)/(e) {env} N=256: {ratio(sps('a', env, 256), sps('e', env, 256))}")
+    for env in ("echo", "wordle"):
         out.append(f"(a)/(c) {env} N=64: {ratio(sps('a', env, 64), sps('c', env, 64))}")
+    out.append(f"p50 N=1 echo, (a)/(c): {latency(p50('a', 'echo', 1), p50('c', 'echo', 1))}")
+    out.append(f"p50 N=1 echo, (a)/(f): {latency(p50('a', 'echo', 1), p50('f', 'raw', 1))}")
+    out.append(f"p50 N=1 echo, (a)/(b): {latency(p50('a', 'echo', 1), p50('b', 'echo', 1))}")
+    for n in (1024, 4096):
+        out.append(f"echo (a) N={n} / N=256: {ratio(sps('a', 'echo', n), sps('a', 'echo', 256))}")
+    big = summary.get(("a", "echo", 4096, "")) or {}
+    out.append(
+        "echo (a) N=4096 client RSS: "
+        + (f"{big['client_rss_mb']:.0f} MB" if big.get("client_rss_mb") else "n/a")
+    )
     for env in ("echo", "wordle"):
         out.append(f"(b)/(c) {env} N=64: {ratio(sps('b', env, 64), sps('c', env, 64))}")
     wordle_a = sps("a", "wordle", 256)

@@ -122,7 +122,13 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     )
     p.add_argument("--smoke", action="store_true", help="N in {1,16}, 0.3 s, 1 repeat, no gate")
     p.add_argument("--envs", type=_csv(str), default=["echo", "wordle"], help="echo,wordle")
-    p.add_argument("--n", type=_csv(int), default=None, help="default 1,16,64,256,1024")
+    p.add_argument("--n", type=_csv(int), default=None, help="default 1,16,64,256,1024,4096")
+    p.add_argument(
+        "--socket-max-n",
+        type=int,
+        default=1024,
+        help="largest N for (b) and (c): one WebSocket per env (default 1024)",
+    )
     p.add_argument(
         "--methods",
         type=_csv(str),
@@ -157,7 +163,13 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     )
     p.add_argument("--openenv-spec", default=DEFAULT_OPENENV_SPEC, help="what to pip install")
     p.add_argument("--no-openenv-install", action="store_true", help="never create the venv")
-    p.add_argument("--openenv-loop", default="auto", choices=["auto", "asyncio", "uvloop"])
+    p.add_argument(
+        "--openenv-loop",
+        default="asyncio",
+        choices=["auto", "asyncio", "uvloop"],
+        help="uvicorn's loop for OpenEnv's servers (default asyncio: what OpenEnv's envs ship "
+        "with; auto picks uvloop when installed, and openenv-gym installs it)",
+    )
     p.add_argument("--quiet-frac", type=float, default=0.15, help="machine busy share to wait for")
     p.add_argument("--quiet-timeout", type=float, default=None, help="longest wait, s (0: no gate)")
     p.add_argument("--out-dir", default=os.path.join(BENCH_DIR, "results"))
@@ -167,7 +179,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     if args.rollout_n is None:  # --n when given, else the rollout's own sizes
         args.rollout_n = args.n or ([16] if smoke else list(ROLLOUT_N))
     defaults = {
-        "n": [1, 16] if smoke else [1, 16, 64, 256, 1024],
+        "n": [1, 16] if smoke else [1, 16, 64, 256, 1024, 4096],
         "repeats": 1 if smoke else 3,
         "duration": 0.3 if smoke else 3.0,
         "warmup": 0.1 if smoke else 1.0,
@@ -610,12 +622,19 @@ def plan(
                     continue
                 if method == "d" and n > args.async_max_n:
                     continue
+                if method in ("b", "c") and n > args.socket_max_n:
+                    continue
                 options = {"context": args.async_context} if method == "d" else {}
                 cells.append(Cell(method, env, n, options=options))
         if "f" in methods:
             cells.append(Cell("f", "raw", n))
     if "d" in methods and any(n > args.async_max_n for n in args.n):
         notes.append(f"(d) runs only for N <= {args.async_max_n}: it starts a process per env")
+    if methods & {"b", "c"} and any(n > args.socket_max_n for n in args.n):
+        notes.append(
+            f"(b), (c) run only for N <= {args.socket_max_n}: a WebSocket per env "
+            "(and for (c) a server thread per session)"
+        )
     if "shard" in methods:
         for servers in (1, 2):
             cells.append(
@@ -777,7 +796,7 @@ class Run:
         """Start OpenEnv's server for each env, all at once, before anything is measured."""
         assert self.openenv_python is not None
         # sessions of the previous cell close asynchronously: leave room
-        max_envs = 2 * max(self.args.n)
+        max_envs = 2 * min(max(self.args.n), self.args.socket_max_n)
         for env in envs:
             self.openenv_servers[env] = OpenEnvServer(
                 self.openenv_python,
@@ -840,8 +859,8 @@ class Run:
         side = self.versions.get("openenv_side") or {}
         loop = self.args.openenv_loop
         params = {
-            "max_concurrent_envs": 2 * max(self.args.n),
-            "uvicorn_loop": side.get("uvicorn_loop_auto") if loop == "auto" else loop,
+            "max_concurrent_envs": 2 * min(max(self.args.n), self.args.socket_max_n),
+            "server_loop": side.get("uvicorn_loop_auto") if loop == "auto" else loop,
             "websocket_compression": "permessage-deflate (the client's default)",
         }
         return {**spec, "url": server.url}, [server.pid], params

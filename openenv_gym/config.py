@@ -21,7 +21,7 @@ ENV_VARS: dict[str, str] = {
     "OPENENV_GYM_CLOSE_TIMEOUT": "seconds to wait for a clean close (default 5)",
     "OPENENV_GYM_START_TIMEOUT": "seconds for a local server to become healthy (default 30)",
     "OPENENV_GYM_PROTOCOL": "auto | batch | json: wire protocol of new sessions (default auto)",
-    "OPENENV_GYM_NO_UVLOOP": "1 to use the default asyncio loop even when uvloop is installed",
+    "OPENENV_GYM_NO_UVLOOP": "1: servers use the asyncio loop even when uvloop is installed",
     "OPENENV_GYM_PYTHON": "interpreter that runs local servers (default: the current one)",
 }
 

@@ -269,7 +269,8 @@ class OpenEnvEnv(gymnasium.Env[Any, Any]):
         """
         if self._needs_reset:
             raise UsageError("the episode is over (or never started): call reset()")
-        if not self.action_space.contains(action):
+        contains = self.codec.contains_action or self.action_space.contains
+        if not contains(action):
             raise InvalidActionError(
                 f"action {action!r} is not in the action space {self.action_space}"
             )

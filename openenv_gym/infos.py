@@ -40,7 +40,8 @@ class Nested(dict[str, Any]):
         if not self:
             return [{} for _ in range(count)]
         keys = list(self)
-        return [dict(zip(keys, values, strict=True)) for values in zip(*self.values(), strict=True)]
+        columns = [c.rows(count) if isinstance(c, Nested) else c for c in self.values()]
+        return [dict(zip(keys, values, strict=True)) for values in zip(*columns, strict=True)]
 
 
 @dataclass(frozen=True, slots=True)
@@ -205,7 +206,9 @@ def _entries(column: Any, numeric: bool, count: int) -> list[Any]:
     if isinstance(column, Nested):
         return list(column.rows(count))
     if isinstance(column, np.ndarray):
-        return column.tolist() if numeric else list(column)
+        # a per-env info holds Python numbers (numeric) or its own array (a 0-d one for a
+        # 1-D column), never a view of the column
+        return column.tolist() if numeric else [np.array(row) for row in column]
     return list(column)
 
 
@@ -228,6 +231,8 @@ def batch_info_columns(n: int, chunks: Sequence[InfoColumns]) -> dict[str, Any]:
     sub-env, in order, becomes its array in one call; otherwise the values are gathered
     in env order and typed as :func:`batch_infos` types them.
     """
+    if n == 0:
+        return {}
     if len(chunks) == 1 and chunks[0].rows is None:
         return _every_row(n, chunks[0])
     keys: dict[str, list[InfoColumns]] = {}
@@ -236,7 +241,7 @@ def batch_info_columns(n: int, chunks: Sequence[InfoColumns]) -> dict[str, Any]:
             keys.setdefault(key, []).append(chunk)
     out: dict[str, Any] = {}
     for key, holders in keys.items():
-        if all(isinstance(chunk.columns[key], Nested) for chunk in holders):
+        if key != "final_obs" and all(isinstance(chunk.columns[key], Nested) for chunk in holders):
             out[key] = batch_info_columns(
                 n, [InfoColumns(chunk.rows, chunk.columns[key]) for chunk in holders]
             )
@@ -284,7 +289,7 @@ def _every_row(n: int, chunk: InfoColumns) -> dict[str, Any]:
     numeric = chunk.numeric
     ones = np.ones(n, dtype=np.bool_)
     for key, column in chunk.columns.items():
-        if isinstance(column, Nested):
+        if isinstance(column, Nested) and key != "final_obs":
             out[key] = _every_row(n, InfoColumns(None, column))
         elif isinstance(column, np.ndarray):
             array = _array_column(key, column, key in numeric, n)
@@ -294,6 +299,6 @@ def _every_row(n: int, chunk: InfoColumns) -> dict[str, Any]:
                 else _full_column(key, _entries(column, key in numeric, n), n)
             )
         else:
-            out[key] = _full_column(key, column, n)
+            out[key] = _full_column(key, _entries(column, False, n), n)
         out[f"_{key}"] = ones.copy()
     return out
