@@ -273,19 +273,24 @@ def columns_to_rows(
     return [dict(zip(keys, values, strict=True)) for values in zip(*lists, strict=True)]
 
 
-def _encode_columns(
-    columns: Mapping[str, Any], numeric: frozenset[str], n: int
-) -> Mapping[str, Any]:
+def _encode_columns(columns: Mapping[str, Any], numeric: frozenset[str], n: int) -> dict[str, Any]:
+    """Check a map of columns we are about to send (what :func:`_parse_columns` accepts)."""
     for key, column in columns.items():
-        try:
-            length = len(column)  # an ndarray's is its first dimension
-        except TypeError:  # a 0-d ndarray, a number...
-            length = -1
+        if not isinstance(key, str):
+            raise LocalProtocolError(f"column names must be strings, got {_brief(key)}")
+        if isinstance(column, np.ndarray):
+            length = column.shape[0] if column.ndim else -1
+        elif isinstance(column, list | tuple):
+            length = len(column)
+        else:
+            raise LocalProtocolError(
+                f"column {key!r} must be a list or an ndarray, got {type(column).__name__}"
+            )
         if length != n:
             raise LocalProtocolError(f"column {key!r} must hold {n} entries")
     if numeric and not all(isinstance(columns.get(k), np.ndarray) for k in numeric):
         raise LocalProtocolError("'numeric' may only name ndarray columns")
-    return columns
+    return dict(columns)
 
 
 # --------------------------------------------------------------------------- messages
@@ -1031,8 +1036,12 @@ class BatchServer:
         message: dict[str, Any] = {
             "op": op.value,
             "id": rid,
-            "reward": rewards.tolist() if small else rewards.astype(_F8, copy=False),
-            "done": dones.tolist() if small else dones.astype(_B1, copy=False),
+            "reward": rewards.astype(_F8, copy=False).tolist()
+            if small
+            else rewards.astype(_F8, copy=False),
+            "done": dones.astype(_B1, copy=False).tolist()
+            if small
+            else dones.astype(_B1, copy=False),
         }
         observations, metadata = table.observations, table.metadata
         if self.version >= 2 and isinstance(observations, Mapping):
@@ -1041,7 +1050,7 @@ class BatchServer:
                 message["numeric"] = sorted(table.numeric)
         else:
             rows = (
-                columns_to_rows(observations, table.numeric, n)
+                columns_to_rows(_encode_columns(observations, table.numeric, n), table.numeric, n)
                 if isinstance(observations, Mapping)
                 else list(observations)
             )
@@ -1054,7 +1063,7 @@ class BatchServer:
             message["meta_cols"] = _encode_columns(metadata, frozenset(), n)
         elif metadata is not None:
             meta_rows = (
-                columns_to_rows(metadata, frozenset(), n)
+                columns_to_rows(_encode_columns(metadata, frozenset(), n), frozenset(), n)
                 if isinstance(metadata, Mapping)
                 else list(metadata)
             )
