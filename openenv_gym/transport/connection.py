@@ -177,7 +177,11 @@ class JsonSession:
         """
         ws = self.ws
         with ws.lock:
-            if ws.flush():
+            try:
+                flushed = ws.flush()
+            except ConnectionLostError:
+                flushed = False
+            if flushed:
                 ws.read()
             self._feed()
             if self._reply is None and ws.failure is not None:
@@ -220,12 +224,11 @@ class JsonSession:
             if self.ws.failure is not None and not overdue:
                 self._proto.connection_lost()
                 raise ConnectionLostError(str(self.ws.failure)) from self.ws.failure
-            self._proto.connection_lost()
-            self.ws.abort()
+            self.abort()
             raise _timed_out(self.url, self.timeouts, "session")
         if isinstance(reply, op.ErrorReceived):
             if reply.ends_session:
-                self.ws.abort()
+                self.abort()
             raise error_of(reply)
         return reply
 
@@ -285,7 +288,8 @@ class JsonSession:
     def abort(self) -> None:
         """Drop the socket at once (e.g. the caller gave up waiting)."""
         self._proto.connection_lost()
-        self.ws.abort()
+        with self.ws.lock:
+            self.ws.abort()
 
 
 class BatchConnection:
@@ -386,7 +390,8 @@ class BatchConnection:
             self._failure = failure
         self._proto.connection_lost()
         self._deadlines.clear()
-        self.ws.abort()
+        with self.ws.lock:
+            self.ws.abort()
 
     # ------------------------------------------------------------------ the two halves
     def send(
@@ -434,7 +439,7 @@ class BatchConnection:
         """Read and decode what has arrived, never blocking (replies wait for :meth:`take`)."""
         ws = self.ws
         with ws.lock:
-            if self._failure is None:
+            if self._failure is None and not self._closed_by_client:
                 try:
                     if ws.flush():
                         ws.read()

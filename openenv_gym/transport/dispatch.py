@@ -118,19 +118,28 @@ class Dispatcher:
         waiting = list(pending)
         done: list[Pending] = []
         count = 0
-        # first round: only what already came in (no read syscalls for replies not due yet)
-        ready: Sequence[WebSocket] = [
-            ws
-            for shard in {p.shard for p in waiting}
-            for ws in shard.sockets
-            if ws.messages or ws.failure is not None
-        ]
+        shards = {p.shard for p in waiting}
+        started = time.monotonic()
+        late = any((d := p.shard.deadline(p.ticket)) is not None and d <= started for p in waiting)
+        # first round: what already came in; everything when the caller comes back after a
+        # deadline (step_async, a long pause, step_wait: replies sent in time still count)
+        ready: Sequence[WebSocket] | None = (
+            None
+            if late
+            else [
+                ws
+                for shard in shards
+                for ws in shard.sockets
+                if ws.messages or ws.failure is not None
+            ]
+        )
         while True:
             self._check_interrupt()
+            for shard in {p.shard for p in waiting}:
+                shard.poll(ready)
             now = time.monotonic()
             for shard in {p.shard for p in waiting}:
-                shard.expire(now)  # a reply counts only if read before its deadline
-                shard.poll(ready)
+                shard.expire(now)  # after reading: what came by now counts
             still = []
             for p in waiting:
                 if p.shard.done(p.ticket):

@@ -38,7 +38,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from websockets.client import ClientProtocol
-from websockets.exceptions import InvalidHandshake, InvalidStatus, InvalidURI
+from websockets.exceptions import InvalidState, InvalidStatus, InvalidURI
 from websockets.frames import Frame, Opcode
 from websockets.http11 import Response
 from websockets.protocol import State
@@ -188,10 +188,14 @@ class WebSocket:
     def queue(self, data: bytes | str) -> None:
         """Queue one message (``str``: a text frame, ``bytes``: binary). Next: :meth:`flush`."""
         self.check()
-        if isinstance(data, str):
-            self._proto.send_text(data.encode())
-        else:
-            self._proto.send_binary(data)
+        try:
+            if isinstance(data, str):
+                self._proto.send_text(data.encode())
+            else:
+                self._proto.send_binary(data)
+        except InvalidState as exc:  # closing: the connection is as good as gone
+            self._lose(self._closed_failure())
+            raise self.failure from exc  # type: ignore[misc]
         self._take_output()
 
     def _take_output(self) -> None:
@@ -207,6 +211,8 @@ class WebSocket:
         Raises:
             ConnectionLostError: The socket is gone.
         """
+        if self.failure is not None:  # lost: whatever was queued will never be written
+            raise self.failure
         out = self._out
         while out:
             try:
@@ -245,7 +251,7 @@ class WebSocket:
                 raise RequestTimeoutError(
                     f"could not write to {self.url} within the timeout; the connection is closed"
                 )
-            self.read()
+            self.read()  # the peer may wait for us to read before it reads (no deadlock)
 
     # ------------------------------------------------------------------ reading
     def read(self) -> bool:
@@ -299,7 +305,12 @@ class WebSocket:
         if self._out:
             with contextlib.suppress(ConnectionLostError):
                 self.flush()
-        if self._proto.state is State.CLOSED or self._proto.close_rcvd is not None:
+        proto = self._proto
+        if (
+            proto.state is State.CLOSED
+            or proto.close_rcvd is not None
+            or proto.parser_exc is not None  # we failed it (a frame too big, a bad frame)
+        ):
             self._lose(self._closed_failure())
 
     def _deliver(self, data: bytes, text: bool) -> None:
@@ -313,6 +324,12 @@ class WebSocket:
             logger.debug("bad UTF-8 from %s: %s", self.url, exc)
 
     def _closed_failure(self) -> ConnectionLostError:
+        problem = self._proto.parser_exc
+        if problem is not None and not isinstance(problem, EOFError):
+            return ConnectionLostError(
+                f"connection to {self.url} closed: the server sent what the client refuses "
+                f"({problem})"
+            )
         if self._closed_by_us:
             return ConnectionLostError(f"connection to {self.url} closed by the client")
         received = self._proto.close_rcvd
@@ -366,7 +383,7 @@ class WebSocket:
                 if not wait([self], deadline):
                     break
                 self.read()
-        except (ConnectionLostError, RequestTimeoutError, RemoteProtocolError):
+        except (ConnectionLostError, RequestTimeoutError, RemoteProtocolError, InvalidState):
             pass
         self.abort()
 
@@ -492,7 +509,7 @@ def _open_once(
                 http_url = "http" + url[2:]  # ws(s):// -> http(s)://, for urljoin
                 raise _Redirect(ws_url(urllib.parse.urljoin(http_url, location), ""))
         problem = protocol.handshake_exc
-        if isinstance(problem, InvalidStatus) or status:
+        if isinstance(problem, InvalidStatus) or (status and status != 101):
             raise HandshakeRefused(
                 f"{url}: the server refused the WebSocket upgrade (HTTP {status})", status
             ) from problem
@@ -535,6 +552,8 @@ def _proxy_for(url: str) -> str | None:
     proxy = proxies.get(scheme) or proxies.get("all")
     if proxy is None:
         return None
+    if "://" not in proxy:  # host:port, as curl and requests read it
+        proxy = "http://" + proxy
     if not proxy.startswith("http://"):
         raise ConnectError(
             f"the proxy {proxy!r} for {url} is not an http:// proxy; openenv-gym tunnels "
@@ -601,10 +620,10 @@ def _read_response(
         for k, event in enumerate(events):
             if isinstance(event, Response):
                 return event, events[k + 1 :]
+        failed = protocol.handshake_exc
+        if failed is not None:  # not an HTTP response at all
+            raise ConnectError(f"{url} did not answer with HTTP: {failed}") from failed
         if not data:
-            problem = protocol.handshake_exc
-            if isinstance(problem, InvalidHandshake):
-                raise ConnectError(f"cannot connect to {url}: {problem}") from problem
             raise ConnectError(f"{url} closed the connection during the handshake")
 
 
