@@ -864,13 +864,21 @@ class BatchServer:
         max_frame: Largest frame accepted, in bytes (also announced in ``hello``).
         version: The protocol version of the connection: the one whose subprotocol was
             selected (:func:`version_of`). ``hello`` must list it.
+        max_slots: Most slots one request may name (None: no limit); a larger request is
+            refused whole with ``INVALID_REQUEST`` before any of it is looked at further.
     """
 
-    def __init__(self, max_frame: int = DEFAULT_MAX_FRAME, version: int = PROTOCOL_VERSION) -> None:
+    def __init__(
+        self,
+        max_frame: int = DEFAULT_MAX_FRAME,
+        version: int = PROTOCOL_VERSION,
+        max_slots: int | None = None,
+    ) -> None:
         if version not in PROTOCOL_VERSIONS:
             raise LocalProtocolError(f"unknown protocol version {version}")
         self.max_frame = max_frame
         self.version = version
+        self.max_slots = max_slots
         self.state = ConnectionState.NEW
         self._pending: dict[int, tuple[Op, tuple[int, ...]]] = {}
         self._busy: set[int] = set()
@@ -936,6 +944,11 @@ class BatchServer:
         if self.state is ConnectionState.NEW:
             raise RemoteProtocolError(f"{op.value} before hello")
         slots = _check_slots(message.get("slots"))
+        if self.max_slots is not None and len(slots) > self.max_slots:
+            raise RemoteProtocolError(
+                f"{op.value} names {len(slots)} slots; this server takes at most "
+                f"{self.max_slots} per request"
+            )
         busy = self._busy.intersection(slots)
         if busy:
             raise RemoteProtocolError(f"slots {sorted(busy)} are in a request in flight")

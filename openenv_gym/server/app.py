@@ -1,36 +1,33 @@
-"""The server runtime: one environment class, many instances, on the websockets server.
+"""The server runtime: one environment class, many instances, behind one listening socket.
 
 Endpoints (``docs/protocol.md``):
 
 * ``GET /ws`` (WebSocket) -- OpenEnv's JSON session protocol: one instance per
   connection, exactly as OpenEnv servers do, so official OpenEnv clients work.
-* ``GET /batch`` (WebSocket, subprotocol ``openenv-gym.batch.v1``) -- the batched
-  protocol: many instances (slots) per connection.
+* ``GET /batch`` (WebSocket, subprotocol ``openenv-gym.batch.v2`` or ``.v1``) -- the
+  batched protocol: many instances (slots) per connection.
 * ``GET /health``, ``GET /schema``, ``GET /metadata`` -- JSON, as OpenEnv serves them.
 
-Capacity (``max_sessions``) counts live instances over both endpoints. Environment calls
-run on the event loop: they are expected to be fast, and batching amortises the wire.
+Connections, HTTP and limits are :mod:`openenv_gym.server.http`'s; this module hosts the
+environment. Capacity (``max_sessions``) counts live instances over both endpoints.
+Environment calls run on the event loop, a request's slots in chunks: between two chunks
+other connections get their turn, so one large request never stalls them.
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
-import http
+import collections
 import inspect
 import json
 import logging
 import math
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, replace
 from typing import Any
 
 from pydantic import BaseModel, TypeAdapter, ValidationError
-from websockets.asyncio.server import Server, ServerConnection, serve
-from websockets.datastructures import Headers
-from websockets.exceptions import ConnectionClosed
-from websockets.http11 import Request, Response
-from websockets.typing import Subprotocol
 
 from openenv_gym._version import __version__
 from openenv_gym.exceptions import LocalProtocolError
@@ -38,6 +35,14 @@ from openenv_gym.protocol import batch as bp
 from openenv_gym.protocol import openenv as op
 from openenv_gym.server.columns import batch_table, result_table
 from openenv_gym.server.environment import EnvironmentMetadata, ObservationBatch
+from openenv_gym.server.http import (
+    HttpRequest,
+    HttpResponse,
+    Limits,
+    Socket,
+    WebSocketServer,
+    json_response,
+)
 from openenv_gym.server.loader import EnvModels, resolve_models
 
 __all__ = ["EnvServer", "ServerConfig"]
@@ -45,6 +50,10 @@ __all__ = ["EnvServer", "ServerConfig"]
 logger = logging.getLogger("openenv_gym.server")
 
 SERVER_NAME = f"openenv-gym/{__version__}"
+
+CHUNK = 64
+"""Slots of one request stepped before other connections get a turn (if 2 ms passed)."""
+_TURN = 0.002
 
 
 @dataclass(frozen=True, slots=True)
@@ -55,10 +64,22 @@ class ServerConfig:
         host: Address to bind. 127.0.0.1 unless told otherwise.
         port: Port to bind; 0 picks a free one (read it back from :attr:`EnvServer.url`).
         max_sessions: Most environment instances alive at once, over both endpoints.
-        max_frame: Largest frame accepted, in bytes.
-        compression: Offer permessage-deflate (off: it costs ~30 % throughput on loopback).
+        max_frame: Largest WebSocket message accepted, in bytes.
+        compression: Kept for compatibility; permessage-deflate is never offered (it costs
+            ~30 % throughput on loopback).
         ping_interval: Seconds between WebSocket pings (None: no pings).
         ping_timeout: Seconds to wait for a pong before dropping the connection.
+        max_connections: Open connections at once (``docs/security.md``).
+        max_request_slots: Most slots one batched request may name.
+        max_connection_slots: Most slots one batched connection may hold open.
+        idle_timeout: Seconds a WebSocket may stay without a message (None: forever).
+        handshake_timeout: Seconds a new connection has to send its request head.
+        max_body: Largest HTTP request body, bytes.
+        max_queue_bytes: Received bytes one connection may have waiting.
+        max_send_buffer: Written bytes one connection may have waiting for its peer.
+        send_timeout: Seconds a peer may take nothing before it is dropped.
+        token: The bearer token every request must carry (None: none).
+        allowed_origins: ``Origin`` values accepted (browsers send one).
     """
 
     host: str = "127.0.0.1"
@@ -68,15 +89,39 @@ class ServerConfig:
     compression: bool = False
     ping_interval: float | None = 20.0
     ping_timeout: float | None = 20.0
+    max_connections: int = 8192
+    max_request_slots: int = 8192
+    max_connection_slots: int = 8192
+    idle_timeout: float | None = 900.0
+    handshake_timeout: float | None = 10.0
+    max_body: int = 2**20
+    max_queue_bytes: int = 64 * 2**20
+    max_send_buffer: int = 64 * 2**20
+    send_timeout: float | None = 60.0
+    token: str | None = None
+    allowed_origins: tuple[str, ...] = ()
 
-
-class _CapacityFull(Exception):
-    def __init__(self, active: int, limit: int) -> None:
-        super().__init__(
-            f"Server at capacity: {active}/{limit} sessions active. Cannot accept new connections."
+    def limits(self) -> Limits:
+        """The connection layer's limits."""
+        return Limits(
+            max_connections=self.max_connections,
+            handshake_timeout=self.handshake_timeout,
+            idle_timeout=self.idle_timeout,
+            max_frame=self.max_frame,
+            max_body=self.max_body,
+            max_queue_bytes=self.max_queue_bytes,
+            max_send_buffer=self.max_send_buffer,
+            send_timeout=self.send_timeout,
+            ping_interval=self.ping_interval,
+            ping_timeout=self.ping_timeout,
+            token=self.token,
+            allowed_origins=self.allowed_origins,
+            server_name=SERVER_NAME,
         )
-        self.active = active
-        self.limit = limit
+
+
+def _capacity_message(active: int, limit: int) -> str:
+    return f"Server at capacity: {active}/{limit} sessions active. Cannot accept new connections."
 
 
 class EnvServer:
@@ -102,7 +147,7 @@ class EnvServer:
         self.models = models or resolve_models(env_factory)
         self.name: str = name or str(getattr(env_factory, "__name__", "env"))
         self.active = 0
-        self._server: Server | None = None
+        self._server: WebSocketServer | None = None
         self._reset_filter = _reset_kwargs_filter(env_factory)
         self._actions: TypeAdapter[list[Any]] = TypeAdapter(list[self.models.action])  # type: ignore[name-defined]
         self._schema = json.dumps(
@@ -130,28 +175,16 @@ class EnvServer:
 
     async def start(self) -> None:
         """Bind and start serving. Next: :attr:`url`, then :meth:`aclose`."""
-        cfg = self.config
-        self._server = await serve(
-            self._handle,
-            cfg.host,
-            cfg.port,
-            process_request=self._process_request,
-            select_subprotocol=_select_subprotocol,
-            compression="deflate" if cfg.compression else None,
-            max_size=cfg.max_frame,
-            ping_interval=cfg.ping_interval,
-            ping_timeout=cfg.ping_timeout,
-            server_header=SERVER_NAME,
-            max_queue=64,
-        )
+        server = WebSocketServer(self, self.config.limits())
+        await server.start(self.config.host, self.config.port)
+        self._server = server
 
     @property
     def port(self) -> int:
         """The bound port."""
         if self._server is None:
             raise RuntimeError("server not started")
-        sock = next(iter(self._server.sockets))
-        return int(sock.getsockname()[1])
+        return int(self._server.sockets[0].getsockname()[1])
 
     @property
     def url(self) -> str:
@@ -170,26 +203,38 @@ class EnvServer:
     async def aclose(self) -> None:
         """Stop accepting, close every connection (their instances close too)."""
         if self._server is not None:
-            self._server.close()
-            await self._server.wait_closed()
+            await self._server.close()
 
     # ------------------------------------------------------------------ HTTP
-    def _process_request(self, connection: ServerConnection, request: Request) -> Response | None:
-        path = request.path.split("?", 1)[0]
+    def handle_http(self, request: HttpRequest) -> HttpResponse:
+        """Answer a plain request (``GET /health``, ``/schema``, ``/metadata``)."""
+        path = request.path
         if path in ("/ws", "/batch"):
-            if "upgrade" not in request.headers.get("Connection", "").lower():
-                return _json_response(
-                    connection, http.HTTPStatus.UPGRADE_REQUIRED, '{"detail":"WebSocket endpoint"}'
-                )
-            return None
+            return json_response(426, '{"detail":"WebSocket endpoint"}')
         body = {
             "/health": '{"status":"healthy"}',
             "/schema": self._schema,
             "/metadata": self._metadata,
         }.get(path)
         if body is None:
-            return _json_response(connection, http.HTTPStatus.NOT_FOUND, '{"detail":"Not Found"}')
-        return _json_response(connection, http.HTTPStatus.OK, body)
+            return json_response(404, '{"detail":"Not Found"}')
+        if request.method not in ("GET", "HEAD"):
+            return json_response(405, '{"detail":"Method Not Allowed"}', (("Allow", "GET"),))
+        return json_response(200, body)
+
+    def open_channel(
+        self, request: HttpRequest, offered: Sequence[str]
+    ) -> tuple[Callable[[Socket], Any], str | None] | HttpResponse:
+        """The channel of a WebSocket upgrade: ``/ws`` (JSON) or ``/batch``."""
+        if request.path == "/ws":
+            return (lambda socket: _JsonChannel(self, socket)), None
+        if request.path == "/batch":
+            versions = [v for name in offered if (v := bp.version_of(name)) is not None]
+            if not versions:  # the endpoint does not insist on its subprotocol: version 1
+                return (lambda socket: _BatchChannel(self, socket, bp.PROTOCOL_VERSION)), None
+            version = max(versions)
+            return (lambda socket: _BatchChannel(self, socket, version)), bp.SUBPROTOCOLS[version]
+        return json_response(404, '{"detail":"Not Found"}')
 
     # ------------------------------------------------------------------ sessions
     def _acquire(self, n: int = 1) -> int:
@@ -206,51 +251,6 @@ class EnvServer:
             return self.env_factory()
         except Exception as exc:
             raise _FactoryFailed(self.name, exc) from exc
-
-    async def _handle(self, connection: ServerConnection) -> None:
-        assert connection.request is not None
-        path = connection.request.path.split("?", 1)[0]
-        try:
-            if path == "/batch":
-                await self._serve_batch(connection)
-            else:
-                await self._serve_json(connection)
-        except ConnectionClosed:
-            pass
-
-    # ---- OpenEnv JSON /ws: one instance per connection
-    async def _serve_json(self, connection: ServerConnection) -> None:
-        session = op.ServerSession()
-        env: Any = None
-        if not self._acquire():
-            session.send_error(
-                op.ErrorCode.CAPACITY_REACHED,
-                str(_CapacityFull(self.active, self.config.max_sessions)),
-                active_sessions=self.active,
-                max_sessions=self.config.max_sessions,
-            )
-            await _flush_and_close(connection, session.data_to_send())
-            return
-        try:
-            try:
-                env = self._create()
-            except _FactoryFailed as exc:
-                session.send_error(op.ErrorCode.FACTORY_ERROR, str(exc), factory_name=exc.factory)
-                await _flush_and_close(connection, session.data_to_send())
-                return
-            async for frame in connection:
-                session.receive_data(frame)
-                for request in session.events_received():
-                    self._answer_json(env, session, request)
-                for out in session.data_to_send():
-                    await connection.send(out)
-                if session.closed:
-                    break
-        finally:
-            if env is not None:
-                _close_env(env)
-            self._release()
-            await connection.close()
 
     def _answer_json(self, env: Any, session: op.ServerSession, request: op.Request) -> None:
         if isinstance(request, op.CloseRequest):
@@ -275,38 +275,25 @@ class EnvServer:
             logger.debug("environment raised", exc_info=True)
             session.send_error(op.ErrorCode.EXECUTION_ERROR, str(exc) or type(exc).__name__)
 
-    # ---- batched protocol: many instances per connection
-    async def _serve_batch(self, connection: ServerConnection) -> None:
-        version = bp.version_of(connection.subprotocol) or bp.PROTOCOL_VERSION
-        conn = bp.BatchServer(max_frame=self.config.max_frame, version=version)
-        slots: dict[int, Any] = {}
+    def _answer_results(
+        self,
+        conn: bp.BatchServer,
+        request: bp.BatchRequestReceived,
+        results: list[bp.SlotResult | bp.SlotError | None],
+    ) -> None:
+        """Answer ``open`` / ``state`` / ``close``; a result msgpack cannot carry fails alone."""
         try:
-            async for frame in connection:
-                conn.receive_data(frame)
-                for event in conn.events_received():
-                    if isinstance(event, bp.HelloRequestReceived):
-                        conn.send_hello(
-                            server=SERVER_NAME, env=self.name, max_slots=self.config.max_sessions
-                        )
-                    elif event.op in (bp.Op.STEP, bp.Op.RESET):
-                        self._answer_table(conn, event, slots)
-                    else:
-                        results = self._run_batch(event, slots)
-                        try:
-                            conn.send_results(event, results)
-                        except LocalProtocolError:  # one env's result cannot be encoded
-                            conn.send_results(event, [_encodable(r) for r in results])
-                for out in conn.data_to_send():
-                    await connection.send(out)
-        finally:
-            for env in slots.values():
-                _close_env(env)
-            self._release(len(slots))
+            conn.send_results(request, results)
+        except LocalProtocolError:
+            conn.send_results(request, [_encodable(r) for r in results])
 
     def _answer_table(
-        self, conn: bp.BatchServer, request: bp.BatchRequestReceived, slots: dict[int, Any]
+        self,
+        conn: bp.BatchServer,
+        request: bp.BatchRequestReceived,
+        outcome: tuple[list[Any], ObservationBatch | None, list[int]],
     ) -> None:
-        results, batch, ready = self._run_episode_op(request, slots)
+        results, batch, ready = outcome
         version = conn.version
         try:
             if batch is None:
@@ -410,6 +397,7 @@ class EnvServer:
     def _run_batch(
         self, request: bp.BatchRequestReceived, slots: dict[int, Any]
     ) -> list[bp.SlotResult | bp.SlotError | None]:
+        """``open`` / ``state`` / ``close`` for every slot of a request."""
         op_ = request.op
         if op_ is bp.Op.OPEN:
             return self._open_slots(request.slots, slots)
@@ -455,13 +443,23 @@ class EnvServer:
                     bp.SlotError(bp.SlotErrorCode.SLOT_IN_USE.value, f"slot {slot} is already open")
                 )
                 continue
-            if not self._acquire():
-                full = _CapacityFull(self.active, self.config.max_sessions)
+            if len(slots) >= self.config.max_connection_slots:
+                limit = self.config.max_connection_slots
                 results.append(
                     bp.SlotError(
                         op.ErrorCode.CAPACITY_REACHED.value,
-                        str(full),
-                        {"active_sessions": full.active, "max_sessions": full.limit},
+                        f"Connection at capacity: {len(slots)}/{limit} slots open.",
+                        {"open_slots": len(slots), "max_connection_slots": limit},
+                    )
+                )
+                continue
+            if not self._acquire():
+                active, limit = self.active, self.config.max_sessions
+                results.append(
+                    bp.SlotError(
+                        op.ErrorCode.CAPACITY_REACHED.value,
+                        _capacity_message(active, limit),
+                        {"active_sessions": active, "max_sessions": limit},
                     )
                 )
                 continue
@@ -479,19 +477,266 @@ class EnvServer:
         return results
 
 
+class _JsonChannel:
+    """One OpenEnv ``/ws`` session: one instance for the connection's life."""
+
+    def __init__(self, server: EnvServer, socket: Socket) -> None:
+        self.server = server
+        self.socket = socket
+        self.session = op.ServerSession()
+        self.env: Any = None
+        self._held = False
+        if not server._acquire():
+            limit = server.config.max_sessions
+            self.session.send_error(
+                op.ErrorCode.CAPACITY_REACHED,
+                _capacity_message(server.active, limit),
+                active_sessions=server.active,
+                max_sessions=limit,
+            )
+            self._end()
+            return
+        self._held = True
+        try:
+            self.env = server._create()
+        except _FactoryFailed as exc:
+            self.session.send_error(op.ErrorCode.FACTORY_ERROR, str(exc), factory_name=exc.factory)
+            self._end()
+
+    def on_message(self, message: bytes | str) -> None:
+        """Answer one frame (at most one request: OpenEnv has no pipelining)."""
+        session = self.session
+        if self.env is None or session.closed:
+            return
+        session.receive_data(message)
+        for request in session.events_received():
+            self.server._answer_json(self.env, session, request)
+        if self.session.closed:  # a close request, or an error that ends the session
+            self._end()
+            return
+        for out in session.data_to_send():
+            self.socket.send(out)
+
+    def _end(self) -> None:
+        """Free the instance, then say what is queued and close (the client sees 1000)."""
+        self._free()
+        for out in self.session.data_to_send():
+            self.socket.send(out)
+        self.socket.close(1000)
+
+    def _free(self) -> None:
+        env, self.env = self.env, None
+        if env is not None:
+            _close_env(env)
+        if self._held:
+            self._held = False
+            self.server._release()
+
+    def on_close(self) -> None:
+        """The connection is gone: close the instance, free its capacity."""
+        self._free()
+
+
+class _BatchChannel:
+    """One ``/batch`` connection: many instances (slots), requests answered in order.
+
+    A request of at most :data:`CHUNK` slots is answered where it arrives; a larger one,
+    or any request while others wait, is queued and answered by one task per connection,
+    :data:`CHUNK` slots at a time, giving other connections a turn in between. Requests wait
+    while the peer does not read (the send buffer is full); reading pauses while more than
+    ``max_queue_bytes`` of requests wait.
+    """
+
+    def __init__(self, server: EnvServer, socket: Socket, version: int) -> None:
+        self.server = server
+        self.socket = socket
+        config = server.config
+        self.conn = bp.BatchServer(
+            max_frame=config.max_frame, version=version, max_slots=config.max_request_slots
+        )
+        self.slots: dict[int, Any] = {}
+        self._queue: collections.deque[tuple[Any, int]] = collections.deque()
+        self._queued_bytes = 0
+        self._task: asyncio.Task[None] | None = None
+        self._closed = False
+        self._last_turn = time.monotonic()
+
+    def on_message(self, message: bytes | str) -> None:
+        """Parse a frame; answer its request now if it is small and nothing waits."""
+        conn = self.conn
+        conn.receive_data(message)
+        events = conn.events_received()
+        size = len(message)
+        if not events:  # answered by the protocol itself (an error frame)
+            self._flush()
+            return
+        if (
+            self._task is None
+            and not self._queue
+            and self.socket.writable
+            and all(_small(event) for event in events)
+        ):
+            for event in events:
+                self._answer_now(event)
+            self._flush()
+            return
+        for event in events:
+            self._queue.append((event, size))
+            self._queued_bytes += size
+            size = 0
+        if self._queued_bytes > self.server.config.max_queue_bytes:
+            self.socket.pause_reading()
+        if self._task is None:
+            self._task = asyncio.get_running_loop().create_task(self._run())
+
+    def _flush(self) -> None:
+        for out in self.conn.data_to_send():
+            self.socket.send(out)
+
+    async def _run(self) -> None:
+        try:
+            while self._queue and not self._closed:
+                if not self.socket.writable:
+                    await self.socket.wait_writable()
+                    continue
+                event, size = self._queue.popleft()
+                self._queued_bytes -= size
+                if self._queued_bytes <= self.server.config.max_queue_bytes // 2:
+                    self.socket.resume_reading()
+                await self._answer_in_turns(event)
+                self._flush()
+                await self._turn()
+        except asyncio.CancelledError:
+            raise
+        except Exception:
+            logger.exception("answering a batched request failed")
+            self.socket.close(1011, "internal error")
+        finally:
+            self._task = None
+
+    async def _turn(self) -> None:
+        """Let other connections run if this one has had the loop for a while."""
+        now = time.monotonic()
+        if now - self._last_turn >= _TURN:
+            await asyncio.sleep(0)
+            self._last_turn = time.monotonic()
+
+    def _answer_now(self, event: Any) -> None:
+        conn, server = self.conn, self.server
+        if isinstance(event, bp.HelloRequestReceived):
+            conn.send_hello(
+                server=SERVER_NAME, env=server.name, max_slots=server.config.max_sessions
+            )
+        elif event.op in (bp.Op.STEP, bp.Op.RESET):
+            server._answer_table(conn, event, server._run_episode_op(event, self.slots))
+        else:
+            server._answer_results(conn, event, server._run_batch(event, self.slots))
+
+    async def _answer_in_turns(self, event: Any) -> None:
+        if isinstance(event, bp.HelloRequestReceived) or _small(event):
+            self._answer_now(event)
+            return
+        server = self.server
+        if event.op in (bp.Op.STEP, bp.Op.RESET):
+            parts = []
+            for part in _chunks(event):
+                parts.append(server._run_episode_op(part, self.slots))
+                await self._turn()
+            server._answer_table(self.conn, event, _merge_parts(parts))
+            return
+        results: list[Any] = []
+        for part in _chunks(event):
+            results += server._run_batch(part, self.slots)
+            await self._turn()
+        server._answer_results(self.conn, event, results)
+
+    def on_close(self) -> None:
+        """The connection is gone: stop its work, close its instances, free capacity."""
+        self._closed = True
+        if self._task is not None:
+            self._task.cancel()
+        slots, self.slots = self.slots, {}
+        for env in slots.values():
+            _close_env(env)
+        self.server._release(len(slots))
+
+
+def _small(event: Any) -> bool:
+    return isinstance(event, bp.HelloRequestReceived) or len(event.slots) <= CHUNK
+
+
+def _chunks(event: bp.BatchRequestReceived) -> list[bp.BatchRequestReceived]:
+    """The request split into parts of at most :data:`CHUNK` slots (for the env work only)."""
+    slots, args = event.slots, event.args
+    return [
+        replace(event, slots=slots[k : k + CHUNK], args=args[k : k + CHUNK] if args else ())
+        for k in range(0, len(slots), CHUNK)
+    ]
+
+
+def _merge_parts(
+    parts: list[tuple[list[Any], ObservationBatch | None, list[int]]],
+) -> tuple[list[Any], ObservationBatch | None, list[int]]:
+    """One request's outcome from its chunks' (see :meth:`EnvServer._run_episode_op`)."""
+    results: list[Any] = []
+    covered: list[int] = []
+    batches: list[ObservationBatch] = []
+    for part_results, batch, ready in parts:
+        offset = len(results)
+        if batch is not None:
+            batches.append(batch)
+            covered += [offset + k for k in ready]
+        results += part_results
+    if not batches:
+        return results, None, []
+    if len(batches) != sum(1 for _, b, r in parts if r):  # a hook that answered both ways
+        failed = _execution_error(RuntimeError("the batched hook answered in two forms"))
+        return [failed if r is None else r for r in results], None, []
+    return results, _merge_batches(batches), covered
+
+
+def _merge_batches(batches: list[ObservationBatch]) -> ObservationBatch:
+    if len(batches) == 1:
+        return batches[0]
+    fields = {key: [v for b in batches for v in b.fields[key]] for key in batches[0].fields}
+    errors: dict[int, BaseException] = {}
+    offset = 0
+    for batch in batches:
+        errors.update({offset + j: e for j, e in batch.errors.items()})
+        offset += len(batch.dones)
+    metadata: Any = None
+    metas = [b.metadata for b in batches]
+    if all(isinstance(m, dict) for m in metas) and len({tuple(m) for m in metas}) == 1:  # type: ignore[arg-type]
+        metadata = {key: [v for m in metas for v in m[key]] for key in metas[0]}  # type: ignore[index,union-attr]
+    elif any(m is not None for m in metas):
+        metadata = []
+        for batch in batches:
+            meta = batch.metadata
+            count = len(batch.dones)
+            if meta is None:
+                metadata += [None] * count
+            elif isinstance(meta, dict):
+                keys = list(meta)
+                metadata += (
+                    [dict(zip(keys, row, strict=True)) for row in zip(*meta.values(), strict=True)]
+                    if keys
+                    else [None] * count
+                )
+            else:
+                metadata += list(meta)
+    return ObservationBatch(
+        fields,
+        rewards=[r for b in batches for r in b.rewards],
+        dones=[d for b in batches for d in b.dones],
+        metadata=metadata,
+        errors=errors,
+    )
+
+
 class _FactoryFailed(Exception):
     def __init__(self, factory: str, cause: BaseException) -> None:
         super().__init__(f"Environment factory '{factory}' failed to create instance: {cause}")
         self.factory = factory
-
-
-def _select_subprotocol(connection: ServerConnection, offered: Any) -> Subprotocol | None:
-    """On ``/batch``: the newest batched-protocol version the client offers (section 1.3)."""
-    assert connection.request is not None
-    if connection.request.path.split("?", 1)[0] != "/batch":
-        return None
-    versions = [v for name in offered if (v := bp.version_of(name)) is not None]
-    return Subprotocol(bp.SUBPROTOCOLS[max(versions)]) if versions else None
 
 
 def _no_such_slot(slot: int) -> bp.SlotError:
@@ -549,21 +794,6 @@ def _guard(call: Callable[[Any, Any], Any], env: Any, arg: Any) -> Any:
         return call(env, arg)
     except Exception as exc:
         return _execution_error(exc)
-
-
-def _json_response(connection: ServerConnection, status: http.HTTPStatus, body: str) -> Response:
-    response = connection.respond(status, body)
-    headers = Headers(response.headers)
-    del headers["Content-Type"]  # Headers is a multidict: assigning would add a second one
-    headers["Content-Type"] = "application/json"
-    return Response(response.status_code, response.reason_phrase, headers, response.body)
-
-
-async def _flush_and_close(connection: ServerConnection, frames: list[str]) -> None:
-    with contextlib.suppress(ConnectionClosed):
-        for frame in frames:
-            await connection.send(frame)
-    await connection.close()
 
 
 def _close_env(env: Any) -> None:
@@ -646,16 +876,3 @@ def _reset_kwargs_filter(
     names = {p.name for p in params if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)}
     names.discard("self")
     return lambda kwargs: {k: v for k, v in kwargs.items() if k in names}
-
-
-async def run_server(
-    env_factory: Callable[[], Any], config: ServerConfig, on_ready: Callable[[str], None]
-) -> None:
-    """Start a server, report its URL through ``on_ready``, serve until cancelled."""
-    server = EnvServer(env_factory, config)
-    await server.start()
-    on_ready(server.url)
-    try:
-        await asyncio.Future()
-    finally:
-        await server.aclose()

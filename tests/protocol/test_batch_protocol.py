@@ -561,6 +561,23 @@ def test_server_invalid_request(message: dict[Any, Any], rid: int | None, match:
     assert len(server.events_received()) == 1
 
 
+@pytest.mark.parametrize("op", ["open", "reset", "step", "state", "close"])
+def test_server_refuses_requests_naming_more_slots_than_max_slots(op: str) -> None:
+    """3.8: a request over the server's per-request slot limit is refused whole, id kept,
+    before its args are looked at; the connection and the slots stay usable."""
+    server = BatchServer(max_slots=3)
+    server.receive_data(pack({"op": "hello", "id": 0, "versions": [1]}))
+    server.events_received()
+    server.data_to_send()
+    reply = server_reply(server, pack({"op": op, "id": 7, "slots": [0, 1, 2, 3], "args": 5}))
+    assert (reply["op"], reply["id"], reply["code"]) == ("error", 7, "INVALID_REQUEST")
+    assert "names 4 slots" in reply["message"]
+    assert "at most 3" in reply["message"]
+    server.receive_data(pack({"op": "state", "id": 8, "slots": [0, 1, 2]}))
+    [event] = server.events_received()
+    assert event.slots == (0, 1, 2)
+
+
 def test_server_duplicate_id_is_answered_without_the_id() -> None:
     """3.5/3.6.2: answering with the id would be taken for the reply to the first."""
     server = open_server()
