@@ -11,7 +11,8 @@
 5. ``errors`` -- bad input on one session gets ``INVALID_JSON``, ``UNKNOWN_TYPE`` and
    ``VALIDATION_ERROR``, and the session survives them (section 2.4);
 6. ``capacity`` -- sessions opened until ``CAPACITY_REACHED`` or a bound;
-7. ``seed`` -- ``reset(seed=...)`` twice gives the same observation (reported, not required);
+7. ``seed`` -- ``reset(seed=...)`` and one step with the same action, on two fresh sessions,
+   give the same observations (reported, not required);
 8. ``close`` -- ``{"type": "close"}`` makes the server close the socket (code 1000);
 9. ``batch`` -- the batched protocol, when offered (section 3; skipped otherwise).
 
@@ -498,6 +499,13 @@ def _observation(
 ) -> op.ObservationReceived | op.ErrorReceived:
     """Send ``frame``; the reply must be an observation or an error that keeps the session."""
     raw, reply = sock.request(frame, what)
+    return _accept_observation(raw, reply, what, ctx, found)
+
+
+def _accept_observation(
+    raw: Any, reply: op.Reply, what: str, ctx: _Context, found: _Findings
+) -> op.ObservationReceived | op.ErrorReceived:
+    """The reply to ``what`` must be an observation or an error that keeps the session."""
     if isinstance(reply, op.ObservationReceived):
         _observation_shape(raw, what, ctx, found)
         return reply
@@ -778,31 +786,118 @@ def _first_difference(a: Any, b: Any, path: str = "") -> str:
     return path or "(the whole observation)"
 
 
-def _check_seed(ctx: _Context, stack: contextlib.ExitStack, found: _Findings) -> None:
-    sock = _Socket.open(ctx, stack)
+_Outcome = tuple[dict[str, Any], float | None, bool]
+"""What the seed check compares of a reply: the observation without metadata, reward, done."""
+
+
+def _outcome(reply: op.ObservationReceived) -> _Outcome:
+    observation = {k: v for k, v in reply.observation.items() if k != "metadata"}
+    return observation, reply.reward, reply.done
+
+
+@dataclass(frozen=True, slots=True)
+class _SeededRun:
+    """One fresh session's ``reset(seed)`` and, when it could be made, one step."""
+
+    reset: _Outcome
+    step: _Outcome | None
+    no_step: str = ""  # why there is no step
+    ended: bool = False  # the episode ended at reset: there is nothing to step
+
+
+def _seeded_run(ctx: _Context, found: _Findings, which: str) -> _SeededRun:
+    """``reset(seed)`` then one step with the check's action, on a fresh session.
+
+    The session is closed before this returns, so the next one fits a server with room
+    for a single session; a ``CAPACITY_REACHED`` right after a close is retried until
+    the close timeout (the server may not have freed the slot yet).
+    """
     reset = op.encode_request(op.ResetRequest({"seed": ctx.seed}))
-    replies: list[op.ObservationReceived] = []
-    for what in ("first reset", "second reset"):
-        reply = _observation(sock, reset, what, ctx, found)
-        if isinstance(reply, op.ErrorReceived):
-            raise _Failed(f"{what} was answered with {_describe(reply)}")
-        replies.append(reply)
-    first, second = (
-        ({k: v for k, v in r.observation.items() if k != "metadata"}, r.reward, r.done)
-        for r in replies
-    )
-    if first == second:
-        found.ok(f"reset(seed={ctx.seed}) twice gave the same observation")
-        found.info["deterministic"] = True
-    else:
-        found.info["deterministic"] = False
-        where = (
-            _first_difference(first[0], second[0]) if first[0] != second[0] else "reward or done"
-        )
+    what = f"{which} reset"
+    retry_until = ctx.until(ctx.close_wait)
+    while True:
+        with contextlib.ExitStack() as stack:
+            sock = _Socket.open(ctx, stack)
+            raw, reply = sock.request(reset, what)
+            full = isinstance(reply, op.ErrorReceived) and (
+                reply.code == op.ErrorCode.CAPACITY_REACHED
+            )
+            if not full or time.monotonic() >= retry_until:
+                return _step_after(
+                    sock, _accept_observation(raw, reply, what, ctx, found), ctx, found, which
+                )
+        ctx.check_budget()
+        time.sleep(0.1)
+
+
+def _step_after(
+    sock: _Socket,
+    reply: op.ObservationReceived | op.ErrorReceived,
+    ctx: _Context,
+    found: _Findings,
+    which: str,
+) -> _SeededRun:
+    if isinstance(reply, op.ErrorReceived):
+        raise _Failed(f"{which} reset was answered with {_describe(reply)}")
+    reset = _outcome(reply)
+    if reply.done:
+        return _SeededRun(reset, None, "the episode ended at reset", ended=True)
+    if ctx.action is None:
+        return _SeededRun(reset, None, ctx.no_action_reason)
+    stepped = _observation(sock, _step_frame(ctx.action), f"{which} step", ctx, found)
+    if isinstance(stepped, op.ErrorReceived):
+        why = f"step {ctx.action_text()} was answered with {_describe(stepped)}"
+        return _SeededRun(reset, None, why)
+    return _SeededRun(reset, _outcome(stepped))
+
+
+def _difference(first: _Outcome, second: _Outcome) -> str:
+    if first[0] != second[0]:
+        return _first_difference(first[0], second[0])
+    return "reward or done"
+
+
+def _check_seed(ctx: _Context, _: contextlib.ExitStack, found: _Findings) -> None:
+    first = _seeded_run(ctx, found, "first")
+    second = _seeded_run(ctx, found, "second")
+    reset = f"reset(seed={ctx.seed})"
+    found.info["compared"] = ["reset"]
+    found.info["deterministic"] = False
+    if first.reset != second.reset:
         found.warn(
-            f"reset(seed={ctx.seed}) twice gave different observations (first difference: "
-            f"{where}); seeding is not reproducible (allowed by OpenEnv)"
+            f"{reset} twice gave different observations (first difference: "
+            f"{_difference(first.reset, second.reset)}) on two fresh sessions; seeding is "
+            "not reproducible (allowed by OpenEnv)"
         )
+        return
+    if first.ended:  # so did the second: ``done`` is part of what was compared
+        found.info["deterministic"] = True
+        found.ok(f"{reset} gave the same observation on two fresh sessions ({first.no_step})")
+        return
+    if first.step is None or second.step is None:
+        found.info["deterministic"] = None  # the reset alone proves little
+        no_step = first.no_step or second.no_step
+        found.warn(
+            f"{reset} gave the same observation on two fresh sessions, but no step was "
+            f"compared ({no_step}): a reset alone rarely shows whether the seed is used "
+            "(pass a valid action with --action)"
+        )
+        return
+    found.info["compared"] = ["reset", "step"]
+    action = ctx.action_text()
+    if first.step != second.step:
+        found.warn(
+            f"{reset} gave the same observation on two fresh sessions, but step {action} "
+            f"then gave different observations (first difference: "
+            f"{_difference(first.step, second.step)}): the seed does not fix the episode "
+            "(allowed by OpenEnv)"
+        )
+        return
+    found.info["deterministic"] = True
+    found.ok(
+        f"{reset} then step {action} gave the same observations, rewards and done on two "
+        "fresh sessions"
+    )
 
 
 def _check_close(ctx: _Context, stack: contextlib.ExitStack, found: _Findings) -> None:

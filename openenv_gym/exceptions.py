@@ -7,9 +7,17 @@ once, at the transport or protocol boundary, with ``raise ... from exc``::
     OpenEnvGymError
     ├── ConfigurationError (ValueError)      bad argument, unknown env id, bad URL
     ├── UsageError (RuntimeError)            wrong call order, env already closed
-    │   └── EpisodeOverError                 an action after the episode ended (a TRL tool)
+    │   ├── EpisodeOverError                 an action after the episode ended (a TRL tool)
+    │   ├── EnvClosedError                   a call on a closed env or vector env
+    │   │     (gymnasium.error.ClosedEnvironmentError)
+    │   ├── NoPendingCallError               step_wait without step_async, recv without send
+    │   │     (gymnasium.error.NoAsyncCallError)
+    │   └── PendingCallError                 step_async / send / reset while a step is pending
+    │         (gymnasium.error.AlreadyPendingCallError)
     ├── InvalidActionError (ValueError)      action outside the action space, or
-    │                                        rejected by the server (see ServerValidationError)
+    │   │                                    rejected by the server (see ServerValidationError)
+    │   └── ActionBatchError (TypeError)     a vector env's action batch of the wrong length,
+    │                                        or a scalar where a batch is due
     ├── ProtocolError                        bytes on the wire do not follow the protocol
     │   ├── LocalProtocolError               we were about to send something illegal
     │   └── RemoteProtocolError              the peer sent something illegal
@@ -26,26 +34,40 @@ once, at the transport or protocol boundary, with ``raise ... from exc``::
     │   ├── ConnectError                     could not connect / upgrade
     │   ├── ConnectionLostError              the connection dropped
     │   └── RequestTimeoutError (TimeoutError)  no reply in time (fatal for the session)
-    ├── WaitTimeoutError (TimeoutError)      step_wait / recv gave up waiting; the step
-    │                                        is still pending (call again)
+    ├── WaitTimeoutError (TimeoutError,      step_wait / recv gave up waiting; the step
+    │     multiprocessing.TimeoutError)      is still pending (call again)
     ├── ProviderError                        a server could not be started or stopped
     └── EnvErrorGroup                        several sub-envs of a vector env failed;
                                              ``errors`` maps env index -> error
 
 A timeout is fatal for its session: OpenEnv replies carry no request id, so a late reply
 would be taken for the answer to the next request.
+
+Where Gymnasium's vector envs raise an error of their own, ours also subclasses it (in
+parentheses above), so code written against ``gymnasium.vector.AsyncVectorEnv`` catches
+what :class:`~openenv_gym.vector.OpenEnvVectorEnv` raises::
+
+    try:
+        envs.step_wait(timeout=1.0)
+    except multiprocessing.TimeoutError:  # our WaitTimeoutError: the step is still pending
+        ...
 """
 
 from __future__ import annotations
 
+import multiprocessing
 from collections.abc import Mapping
 from typing import Any
 
+import gymnasium.error
+
 __all__ = [
+    "ActionBatchError",
     "CapacityError",
     "ConfigurationError",
     "ConnectError",
     "ConnectionLostError",
+    "EnvClosedError",
     "EnvErrorGroup",
     "EpisodeOverError",
     "ExecutionError",
@@ -53,7 +75,9 @@ __all__ = [
     "InvalidActionError",
     "InvalidJSONError",
     "LocalProtocolError",
+    "NoPendingCallError",
     "OpenEnvGymError",
+    "PendingCallError",
     "ProtocolError",
     "ProviderError",
     "RemoteProtocolError",
@@ -87,6 +111,49 @@ class InvalidActionError(OpenEnvGymError, ValueError):
 
 class EpisodeOverError(UsageError):
     """An action was taken after the episode ended (a tool called after the game is over)."""
+
+
+class EnvClosedError(UsageError, gymnasium.error.ClosedEnvironmentError):
+    """A call on an environment or vector environment that was closed.
+
+    Also a ``gymnasium.error.ClosedEnvironmentError``, as ``AsyncVectorEnv`` raises.
+    """
+
+
+class NoPendingCallError(UsageError, gymnasium.error.NoAsyncCallError):
+    """A wait with nothing to wait for (``step_wait`` first, ``recv`` before ``send``).
+
+    Also a ``gymnasium.error.NoAsyncCallError``, as ``AsyncVectorEnv`` raises.
+
+    Attributes:
+        name: The call that was not made first (``"step"``, ``"send"``).
+    """
+
+    def __init__(self, message: str, name: str = "step") -> None:
+        UsageError.__init__(self, message)  # Gymnasium's __init__ wants ``name`` positionally
+        self.name = name
+
+
+class PendingCallError(UsageError, gymnasium.error.AlreadyPendingCallError):
+    """``step_async``, ``send`` or ``reset`` while a step's replies are not collected.
+
+    Also a ``gymnasium.error.AlreadyPendingCallError``, as ``AsyncVectorEnv`` raises.
+
+    Attributes:
+        name: The pending call (``"step"``: ``step_async``; ``"send"``: ``send``).
+    """
+
+    def __init__(self, message: str, name: str = "step") -> None:
+        UsageError.__init__(self, message)  # Gymnasium's __init__ wants ``name`` positionally
+        self.name = name
+
+
+class ActionBatchError(InvalidActionError, TypeError):
+    """A vector env's actions are not one per sub-environment (wrong length, or a scalar).
+
+    A ``TypeError`` as Gymnasium's vector envs raise for ``step(0)``, and (as an
+    :class:`InvalidActionError`) a ``ValueError`` as they raise for a wrong count.
+    """
 
 
 class ProtocolError(OpenEnvGymError):
@@ -221,8 +288,11 @@ class RequestTimeoutError(TransportError, TimeoutError):
     """No reply within the timeout. The session is closed: its replies cannot be trusted."""
 
 
-class WaitTimeoutError(OpenEnvGymError, TimeoutError):
-    """``step_wait`` / ``recv`` waited ``timeout`` seconds; the step is still pending."""
+class WaitTimeoutError(OpenEnvGymError, TimeoutError, multiprocessing.TimeoutError):
+    """``step_wait`` / ``recv`` waited ``timeout`` seconds; the step is still pending.
+
+    Also a ``multiprocessing.TimeoutError``, as ``AsyncVectorEnv.step_wait`` raises.
+    """
 
 
 class ProviderError(OpenEnvGymError):
