@@ -11,31 +11,51 @@
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 from collections.abc import Collection, Mapping
 from typing import Any, SupportsFloat
 
 import gymnasium
+from gymnasium.envs.registration import EnvSpec
 
 from openenv_gym._http import get_json, http_base
 from openenv_gym.config import Timeouts
 from openenv_gym.exceptions import (
     ConfigurationError,
+    EnvClosedError,
     InvalidActionError,
     RemoteProtocolError,
+    ServerError,
     UsageError,
 )
 from openenv_gym.providers import Provider, make_provider
-from openenv_gym.spaces import GENERIC, Codec, FieldSpaces, codec_for, codec_from_schema
+from openenv_gym.spaces import (
+    GENERIC,
+    LIST_TOOLS,
+    TOOLS,
+    Codec,
+    FieldSpaces,
+    McpTool,
+    codec_for,
+    codec_from_schema,
+    is_mcp_schema,
+    known_envs,
+)
 from openenv_gym.transport.session import Session, StepReply, open_session
 
 __all__ = [
     "OpenEnvEnv",
+    "bind_schema",
     "check_episode_args",
     "choose_codec",
     "fetch_schema",
+    "list_tools",
     "local_server",
+    "marked_spec",
     "reply_info",
+    "serves_seeded",
+    "wire_observation",
 ]
 
 logger = logging.getLogger("openenv_gym.env")
@@ -73,17 +93,45 @@ def reply_info(reply: StepReply, observed: str | Collection[str] | None = None) 
     return info
 
 
+def wire_observation(
+    codec: Codec, observation: Mapping[str, Any], metadata: Mapping[str, Any] | None
+) -> Mapping[str, Any]:
+    """What the codec decodes: the observation, with ``metadata`` in it if the codec reads it.
+
+    OpenEnv's JSON replies nest ``metadata`` in the observation (openenv >= 0.4); the batched
+    protocol sends it apart. A codec with ``reads_metadata`` sees it in the same place on both.
+    """
+    if codec.reads_metadata and metadata and not observation.get("metadata"):
+        return {**observation, "metadata": metadata}
+    return observation
+
+
 def fetch_schema(
     base_url: str, *, timeout: float | None = 10.0, headers: Mapping[str, str] | None = None
 ) -> dict[str, Any]:
     """``GET {base_url}/schema``: the JSON schemas of a server's action and observation.
 
+    For an MCP tool server (:func:`~openenv_gym.spaces.is_mcp_schema`) the body also gets
+    its tools under ``"tools"`` (:data:`~openenv_gym.spaces.TOOLS`), listed as OpenEnv's
+    ``MCPToolClient`` lists them: a ``ListToolsAction`` step on a session of its own
+    (:func:`list_tools`).
+
     Raises:
         ConfigurationError: The server answers with an error status (it publishes no
-            schema: pass your own ``codec=``).
+            schema: pass your own ``codec=``), or it is an MCP server that lists no tools.
         ConnectError: The server could not be reached.
         RemoteProtocolError: The body is not ``{"action": {...}, "observation": {...}}``.
     """
+    body = _get_schema(base_url, timeout, headers)
+    if is_mcp_schema(body):
+        timeouts = Timeouts.from_env(connect=timeout)
+        body[TOOLS] = [t.as_json() for t in list_tools(base_url, timeouts, headers)]
+    return body
+
+
+def _get_schema(
+    base_url: str, timeout: float | None, headers: Mapping[str, str] | None
+) -> dict[str, Any]:
     url = f"{http_base(base_url)}/schema"
     status, body = get_json(url, timeout, headers=headers)
     if status != 200:
@@ -96,6 +144,41 @@ def fetch_schema(
     ):
         raise RemoteProtocolError(f"GET {url}: not an action/observation schema: {body!r:.200}")
     return body
+
+
+def list_tools(
+    base_url: str,
+    timeouts: Timeouts | None = None,
+    headers: Mapping[str, str] | None = None,
+) -> tuple[McpTool, ...]:
+    """The tools of an MCP environment server, from a ``ListToolsAction`` step.
+
+    The step (``{"type": "list_tools"}``) goes over a JSON ``/ws`` session opened for it
+    and closed after: OpenEnv's ``MCPEnvironment`` answers it before any reset, and our
+    transport does not speak the ``{"type": "mcp"}`` JSON-RPC message, whose
+    ``tools/list`` gives the same list.
+
+    Raises:
+        ConfigurationError: The server lists no tools (or refused the step).
+        TransportError: The session failed.
+    """
+    session = open_session(base_url, protocol="json", timeouts=timeouts, headers=headers)
+    try:
+        reply = session.step({"type": LIST_TOOLS})
+    except ServerError as exc:
+        raise ConfigurationError(
+            f"{base_url} publishes CallToolAction as its action but refused to list its "
+            f"tools ({exc}); pass your own codec="
+        ) from exc
+    finally:
+        session.close()
+    listed = reply.observation.get(TOOLS)
+    if not isinstance(listed, list) or not listed:
+        why = reply.metadata or reply.observation.get("metadata") or reply.observation
+        raise ConfigurationError(
+            f"{base_url} is an MCP tool server, and listing its tools gave none: {why!r:.300}"
+        )
+    return tuple(McpTool.from_listing(entry) for entry in listed)
 
 
 def local_server(
@@ -128,24 +211,72 @@ def local_server(
     return GENERIC
 
 
+def serves_seeded(
+    server: str, provider: str | Provider | None, base_url: str | list[str] | None
+) -> bool:
+    """Whether seeds are known to be honoured: one of our servers, started by us.
+
+    ``server`` is what :func:`local_server` returned. Our Wordle, Echo and Catch servers
+    replay an episode exactly from its seed; a server at ``base_url``, one started from
+    ``server="package.module:Class"`` or by a custom provider may ignore seeds (TextArena,
+    OpenSpiel), so its determinism is that server's, not ours.
+    """
+    ours = provider is None or provider in ("local", "docker")
+    return base_url is None and ours and server.lower() in known_envs()
+
+
+def marked_spec(spec: EnvSpec | None, seeded: bool) -> EnvSpec | None:
+    """``spec``, or a copy with ``nondeterministic=True`` when seeds may not be honoured.
+
+    Gymnasium's flag is per id, but determinism depends on the server an env talks to:
+    ``make("openenv/Wordle-v0", base_url=...)`` reports what that server may do, so
+    ``check_env`` does not demand a determinism the server never promised.
+    """
+    if spec is None or seeded or spec.nondeterministic:
+        return spec
+    return dataclasses.replace(spec, nondeterministic=True)
+
+
+def bind_schema(
+    codec: Codec, base_url: str, timeout: float | None, headers: Mapping[str, str] | None
+) -> None:
+    """Tell a codec that speaks several wire layouts which one the server has.
+
+    Reads ``GET /schema`` (:attr:`Codec.bind_schema <openenv_gym.spaces.Codec>`); a server
+    that publishes none leaves the codec to pick from the server's first reply.
+    """
+    if codec.bind_schema is None:
+        return
+    try:
+        schema = _get_schema(base_url, timeout, headers)
+    except (ConfigurationError, RemoteProtocolError) as exc:
+        logger.debug("no schema from %s (%s): the first reply picks the layout", base_url, exc)
+        return
+    codec.bind_schema(schema)
+
+
 def choose_codec(
     env: str,
     codec: Codec | None,
     action_fields: FieldSpaces | None,
     observation_fields: FieldSpaces | None,
+    *,
+    tool: str | None = None,
 ) -> Codec | None:
     """The codec to use, or None when it must be built from the server's ``/schema``.
 
     Raises:
-        ConfigurationError: Unknown env, or ``*_fields=`` where no schema is read.
+        ConfigurationError: Unknown env, or ``*_fields=`` / ``tool=`` where no schema is
+            read.
     """
     generic = env.lower() == GENERIC
-    if (action_fields is not None or observation_fields is not None) and (
+    if (action_fields is not None or observation_fields is not None or tool is not None) and (
         codec is not None or not generic
     ):
         raise ConfigurationError(
-            "action_fields= / observation_fields= refine the spaces openenv/Generic-v0 "
-            "builds from the server's /schema; they do not apply with a known env or codec="
+            "action_fields= / observation_fields= / tool= refine the spaces "
+            "openenv/Generic-v0 builds from the server's /schema; they do not apply with a "
+            "known env or codec="
         )
     if codec is not None or generic:
         return codec
@@ -182,9 +313,13 @@ class OpenEnvEnv(gymnasium.Env[Any, Any]):
             (:func:`~openenv_gym.spaces.codec_from_schema`).
         observation_fields: ``env="generic"``: per observation field, the space to use
             instead of the schema's, or None to move the field to ``info``.
+        tool: ``env="generic"`` on an MCP tool server: act with this one tool (the action
+            space is its arguments'; default: every tool, ``Dict(tool, arguments)``).
     """
 
     metadata = {"render_modes": ["ansi"], "render_fps": 4}
+    _spec: EnvSpec | None = None
+    _seeded = False
 
     def __init__(
         self,
@@ -201,10 +336,12 @@ class OpenEnvEnv(gymnasium.Env[Any, Any]):
         server: str | None = None,
         action_fields: FieldSpaces | None = None,
         observation_fields: FieldSpaces | None = None,
+        tool: str | None = None,
     ) -> None:
         check_episode_args(max_episode_steps, render_mode)
-        chosen = choose_codec(env, codec, action_fields, observation_fields)
+        chosen = choose_codec(env, codec, action_fields, observation_fields, tool=tool)
         name = local_server(chosen, server, provider, base_url)
+        self._seeded = serves_seeded(name, provider, base_url)
         self.render_mode = render_mode
         self.max_episode_steps = max_episode_steps
         self._session: Session | None = None
@@ -218,8 +355,13 @@ class OpenEnvEnv(gymnasium.Env[Any, Any]):
             if chosen is None:
                 schema = fetch_schema(url, timeout=self._timeouts.connect, headers=headers)
                 chosen = codec_from_schema(
-                    schema, action_fields=action_fields, observation_fields=observation_fields
+                    schema,
+                    action_fields=action_fields,
+                    observation_fields=observation_fields,
+                    tool=tool,
                 )
+            elif chosen.bind_schema is not None:
+                bind_schema(chosen, url, self._timeouts.connect, headers)
             self._session = open_session(
                 url, protocol=protocol, timeouts=self._timeouts, headers=headers
             )
@@ -234,10 +376,27 @@ class OpenEnvEnv(gymnasium.Env[Any, Any]):
         """``"batch"`` or ``"json"``: what the session speaks."""
 
     @property
+    def spec(self) -> EnvSpec | None:
+        """The ``EnvSpec`` that ``gymnasium.make`` set.
+
+        ``nondeterministic`` is True when determinism depends on the server: any server
+        but our own Wordle, Echo and Catch started by us (see :func:`serves_seeded`).
+        """
+        return self._spec
+
+    @spec.setter
+    def spec(self, value: EnvSpec | None) -> None:
+        self._spec = marked_spec(value, self._seeded)
+
+    @property
     def session(self) -> Session:
-        """The underlying session (raises once the env is closed)."""
+        """The underlying session.
+
+        Raises:
+            EnvClosedError: The env is closed (also Gymnasium's ``ClosedEnvironmentError``).
+        """
         if self._session is None:
-            raise UsageError("the environment is closed")
+            raise EnvClosedError("the environment is closed")
         return self._session
 
     def reset(
@@ -256,7 +415,9 @@ class OpenEnvEnv(gymnasium.Env[Any, Any]):
         self._last = reply
         self._elapsed = 0
         self._needs_reset = reply.done
-        return self.codec.decode_observation(reply.observation), self._info(reply)
+        return self.codec.decode_observation(
+            wire_observation(self.codec, reply.observation, reply.metadata)
+        ), self._info(reply)
 
     def step(self, action: Any) -> tuple[Any, SupportsFloat, bool, bool, dict[str, Any]]:
         """Apply one action.
@@ -265,8 +426,10 @@ class OpenEnvEnv(gymnasium.Env[Any, Any]):
             InvalidActionError: The action is outside the action space, or the server
                 rejected it (the session survives: step again with a valid one).
             UsageError: No episode is running (call ``reset``).
+            EnvClosedError: The env is closed.
             TransportError: Timeout or lost connection (the session is then closed).
         """
+        session = self.session
         if self._needs_reset:
             raise UsageError("the episode is over (or never started): call reset()")
         contains = self.codec.contains_action or self.action_space.contains
@@ -274,7 +437,7 @@ class OpenEnvEnv(gymnasium.Env[Any, Any]):
             raise InvalidActionError(
                 f"action {action!r} is not in the action space {self.action_space}"
             )
-        reply = self.session.step(self.codec.encode_action(action))
+        reply = session.step(self.codec.encode_action(action))
         self._last = reply
         self._elapsed += 1
         terminated = bool(reply.done)
@@ -283,7 +446,9 @@ class OpenEnvEnv(gymnasium.Env[Any, Any]):
         self._needs_reset = terminated or truncated
         reward = 0.0 if reply.reward is None else float(reply.reward)
         return (
-            self.codec.decode_observation(reply.observation),
+            self.codec.decode_observation(
+                wire_observation(self.codec, reply.observation, reply.metadata)
+            ),
             reward,
             terminated,
             truncated,
@@ -301,7 +466,8 @@ class OpenEnvEnv(gymnasium.Env[Any, Any]):
         """``render_mode="ansi"``: the current observation as text."""
         if self.render_mode != "ansi" or self._last is None:
             return None
-        return self.codec.render(self._last.observation)
+        last = self._last
+        return self.codec.render(wire_observation(self.codec, last.observation, last.metadata))
 
     def close(self) -> None:
         """Close the session and stop a local server. Idempotent."""

@@ -10,6 +10,7 @@ Gymnasium observation. :func:`codec_for` returns the codec of a known environmen
 from __future__ import annotations
 
 import json
+import logging
 import math
 import re
 import string
@@ -23,16 +24,29 @@ from gymnasium import spaces
 from openenv_gym.exceptions import ConfigurationError, OpenEnvGymError, RemoteProtocolError
 
 __all__ = [
+    "CALL_TOOL",
     "DEFAULT_TEXT_LENGTH",
+    "ECHO_TOOL",
     "GENERIC",
+    "LIST_TOOLS",
     "PRINTABLE",
+    "TOOLS",
+    "TOOL_TEXT_MAX",
     "Codec",
+    "McpTool",
+    "ToolActions",
     "catch_grid",
     "codec_for",
     "codec_from_schema",
+    "is_mcp_schema",
     "known_envs",
+    "listed_tools",
+    "schema_node",
     "to_printable",
+    "tool_result_text",
 ]
+
+logger = logging.getLogger("openenv_gym.spaces")
 
 PRINTABLE = frozenset(string.printable)
 """Charset of Text spaces: printable ASCII plus whitespace (newline, tab, ...)."""
@@ -119,6 +133,16 @@ class Codec:
             or None when it cannot (the vector env then decodes env by env).
         encode_actions: Optional fast path of the vector env: a list of actions -> the wire
             fields as columns (field -> one entry per action), or None when it cannot.
+        bind_schema: For a hand-made codec that speaks several wire layouts (Echo: the
+            legacy ``EchoAction`` server or OpenEnv's MCP echo): called with the server's
+            ``GET /schema`` body by the facades that read it, before the first reset. A
+            codec not bound picks its layout from the first reply it decodes.
+        tool_actions: For an MCP tool server (:func:`codec_from_schema` of one): the tools
+            the actions call, and how.
+        reads_metadata: :attr:`decode_observation` and :attr:`render` read the reply's
+            ``metadata`` as an observation field (a tool server's reset greeting). The
+            facades then put it there whatever the protocol (OpenEnv's JSON nests it in
+            the observation; the batched protocol sends it apart).
     """
 
     name: str
@@ -133,6 +157,9 @@ class Codec:
     contain_actions: Callable[[list[Any]], bool] | None = field(default=None)
     decode_columns: ColumnDecoder | None = None
     encode_actions: Callable[[list[Any]], dict[str, list[Any]] | None] | None = None
+    bind_schema: Callable[[Mapping[str, Any]], None] | None = None
+    tool_actions: ToolActions | None = None
+    reads_metadata: bool = False
 
     def __post_init__(self) -> None:
         if self.primary is not None and self.primary not in self.observed:
@@ -170,17 +197,39 @@ def _field(obs: Mapping[str, Any], name: str, kind: type | tuple[type, ...]) -> 
 def _wordle_text(obs: Mapping[str, Any]) -> str:
     """What the player is told this turn: the game's messages since its last move.
 
-    After ``reset`` that is the prompt. Works with our Wordle and OpenEnv's TextArena.
+    After ``reset`` that is the prompt. Works with our Wordle (one message per thing said)
+    and OpenEnv's TextArena server (one growing transcript: see :func:`_latest_turn`).
     """
-    messages = obs.get("messages") or []
-    player = obs.get("current_player_id", 0)
-    tail: list[str] = []
-    for message in reversed(messages):
-        if not isinstance(message, Mapping) or message.get("sender_id") == player:
-            break
-        tail.append(str(message.get("content", "")))
-    text = "\n".join(reversed(tail)).strip()
-    return text or str(obs.get("prompt", ""))
+    return _turn_text(obs.get("messages"), obs.get("current_player_id", 0), obs.get("prompt", ""))
+
+
+_TRANSCRIPT_ENTRY = re.compile(r"(?:^|\n)\[(?:GAME|Player(?: \d+)?)\] ")
+"""Where an entry starts in TextArena's ``LLMObservationWrapper`` transcript."""
+
+_WORDLE_PROMPT = "You are Playing Wordle"
+_WORDLE_SAYS = (_WORDLE_PROMPT, "You submitted [", "You attempted an invalid move")
+"""How every message of TextArena's Wordle game begins (prompt, feedback, warning)."""
+
+
+def _latest_turn(text: str) -> str:
+    """This turn's part of a TextArena Wordle transcript; ``text`` itself if it is none.
+
+    OpenEnv's TextArena server plays through ``LLMObservationWrapper``, which renders the
+    whole episode as ``[GAME] <entry>`` lines; the server then merges them into one message
+    (sender ``-1``), so the transcript grows every turn. Each move adds the player's echoed
+    guess (also tagged ``[GAME]``), then at most one game message. Entries that begin as
+    Wordle's own messages are the game's; the turn is what follows the last other entry
+    (the echoed guess): the feedback or warning, or nothing when the move ended the game.
+    """
+    if not text.startswith("[GAME] "):
+        return text
+    entries = [entry.strip() for entry in _TRANSCRIPT_ENTRY.split(text)[1:]]
+    if not entries or not entries[0].startswith(_WORDLE_PROMPT):
+        return text  # some other game: its messages cannot be told from the moves
+    last_move = max(
+        (i for i, entry in enumerate(entries) if not entry.startswith(_WORDLE_SAYS)), default=-1
+    )
+    return "\n".join(entries[last_move + 1 :])
 
 
 def to_printable(text: str) -> str:
@@ -240,6 +289,8 @@ def _turn_text(messages: Any, player: Any, prompt: Any) -> str:
         content = message.get("content", "")
         tail.append(content if content.__class__ is str else str(content))
     text = tail[0].strip() if len(tail) == 1 else "\n".join(reversed(tail)).strip()
+    if text.startswith("[GAME] "):  # OpenEnv's TextArena: the whole episode in one message
+        text = _latest_turn(text)
     return text or str(prompt)
 
 
@@ -254,18 +305,82 @@ def _message_actions(actions: list[Any]) -> dict[str, list[Any]]:
 # --------------------------------------------------------------------------- Echo
 
 
-def _echo_obs(obs: Mapping[str, Any]) -> str:
-    return to_printable(str(_field(obs, "echoed_message", str)))[:ECHO_MAX]
-
-
 ECHO_MAX = 4096
 
+ECHO_TOOL = "echo_message"
+"""The tool of OpenEnv's MCP echo server (``envs/echo_env`` since 2026) that echoes."""
 
-def _echo_columns(columns: Mapping[str, Any], numeric: frozenset[str], n: int) -> Any:
-    texts = columns.get("echoed_message")
-    if not isinstance(texts, list):
-        return None
-    return printable_texts(texts, ECHO_MAX)
+
+class _EchoWire:
+    """Which echo server an Echo codec talks to, and the conversions for it.
+
+    *Legacy* (``EchoAction{message}`` -> ``EchoObservation{echoed_message, ...}``): our
+    server, and OpenEnv's echo until 2026. *MCP* (``CallToolAction`` ->
+    ``CallToolObservation``): OpenEnv's echo since, whose tool ``echo_message`` echoes. The
+    layout is set from the server's ``/schema`` where the facade reads it
+    (:attr:`Codec.bind_schema`), else from the first reply (an MCP echo never sends
+    ``echoed_message``); then it stays. Either way the spaces are the same ``Text``.
+    """
+
+    __slots__ = ("mcp",)
+
+    def __init__(self) -> None:
+        self.mcp: bool | None = None
+
+    def bind_schema(self, schema: Mapping[str, Any]) -> None:
+        self.mcp = is_mcp_schema(schema)
+
+    def _is_mcp(self, obs: Mapping[str, Any]) -> bool:
+        if self.mcp is None:
+            self.mcp = "echoed_message" not in obs
+        return self.mcp
+
+    def decode(self, obs: Mapping[str, Any]) -> str:
+        if self._is_mcp(obs):
+            text = _echo_tool_text(obs)
+        else:
+            text = str(_field(obs, "echoed_message", str))
+        return to_printable(text)[:ECHO_MAX]
+
+    def columns(self, columns: Mapping[str, Any], numeric: frozenset[str], n: int) -> Any:
+        texts = columns.get("echoed_message")
+        if self.mcp or not isinstance(texts, list):
+            return None  # decoded reply by reply
+        self.mcp = False
+        return printable_texts(texts, ECHO_MAX)
+
+    def encode(self, action: Any) -> dict[str, Any]:
+        if self.mcp:
+            return _call_tool(ECHO_TOOL, {"message": str(action)})
+        return {"message": str(action)}
+
+    def encode_many(self, actions: list[Any]) -> dict[str, list[Any]] | None:
+        return None if self.mcp else _message_actions(actions)
+
+
+def _echo_tool_text(obs: Mapping[str, Any]) -> str:
+    """The MCP echo's text: the tool's result, or after reset the server's greeting."""
+    if obs.get("tool_name") is None and obs.get("result") is None and obs.get("error") is None:
+        metadata = obs.get("metadata")  # reset: {"status": "ready", "message": ...} (>= 0.4)
+        message = metadata.get("message") if isinstance(metadata, Mapping) else None
+        return message if isinstance(message, str) else ""
+    return tool_result_text(obs)[0]
+
+
+def _echo_codec() -> Codec:
+    wire = _EchoWire()
+    return Codec(
+        "echo",
+        _text(ECHO_MAX),
+        _text(ECHO_MAX, min_length=1),
+        wire.encode,
+        wire.decode,
+        wire.decode,
+        decode_columns=wire.columns,
+        encode_actions=wire.encode_many,
+        bind_schema=wire.bind_schema,
+        reads_metadata=True,
+    )
 
 
 # -------------------------------------------------------------------------- Catch
@@ -321,16 +436,7 @@ _CODECS: dict[str, Callable[[], Codec]] = {
         decode_columns=_wordle_columns,
         encode_actions=_message_actions,
     ),
-    "echo": lambda: Codec(
-        "echo",
-        _text(ECHO_MAX),
-        _text(ECHO_MAX, min_length=1),
-        _message_action,
-        _echo_obs,
-        _echo_obs,
-        decode_columns=_echo_columns,
-        encode_actions=_message_actions,
-    ),
+    "echo": _echo_codec,
     "catch": lambda: Codec(
         "catch",
         spaces.Box(0.0, 1.0, (CATCH_ROWS * CATCH_COLUMNS,), np.float32),
@@ -993,11 +1099,31 @@ def _check_names(kind: str, chosen: FieldSpaces, names: Iterable[str]) -> None:
         )
 
 
-def _action_fields(document: Mapping[str, Any], chosen: FieldSpaces) -> dict[str, _Conv]:
+def _action_fields(
+    document: Mapping[str, Any],
+    chosen: FieldSpaces,
+    *,
+    what: str = "action",
+    option: str = "action_fields",
+    skip: frozenset[str] = _NOT_IN_ACTION,
+    allow_empty: bool = False,
+    hint: Callable[[str], str] | None = None,
+) -> dict[str, _Conv]:
+    """The converters of the fields an action (or a tool's arguments) is made of.
+
+    ``what`` names the object in messages ("action", "tool 'move' argument"), ``option``
+    the keyword that chooses spaces for its fields (``hint(field)``: how to, in Python);
+    ``skip`` are never sent.
+    """
     reader = _Reader(document, lossless=False)
     props, required = reader.properties(document)
-    names = [k for k in props if k not in _NOT_IN_ACTION]
-    _check_names("action", chosen, names)
+    names = [k for k in props if k not in skip]
+    unknown = sorted(set(chosen) - set(names))
+    if unknown:
+        raise ConfigurationError(
+            f"{option} names {unknown}, not fields of the server's {what}: "
+            f"its fields are {sorted(names)}"
+        )
     # the fields the server needs; those with a default are left to it, unless none is needed
     wanted = {k for k in names if k in required} or set(names)
     fields: dict[str, _Conv] = {}
@@ -1008,10 +1134,10 @@ def _action_fields(document: Mapping[str, Any], chosen: FieldSpaces) -> dict[str
             if space is None:
                 if key in required:
                     raise ConfigurationError(
-                        f"action field {key!r} is required by the server: it cannot be left out"
+                        f"{what} field {key!r} is required by the server: it cannot be left out"
                     )
                 continue
-            fields[key] = _from_space(space, f"action_fields[{key!r}]")
+            fields[key] = _from_space(space, f"{option}[{key!r}]")
         elif key in wanted:
             conv = reader.build(props[key])
             if conv is not None:
@@ -1020,23 +1146,27 @@ def _action_fields(document: Mapping[str, Any], chosen: FieldSpaces) -> dict[str
                 unmapped.append(key)
     if unmapped:
         detail = "; ".join(f"{k!r}: {_brief(props[k])}" for k in unmapped)
+        how = hint(unmapped[0]) if hint else f"{option}={{{unmapped[0]!r}: <space>, ...}}"
         raise ConfigurationError(
-            f"no Gymnasium space fits the action field(s) {detail}. Give one with "
-            f"action_fields={{{unmapped[0]!r}: <space>, ...}}, or pass your own codec= "
-            "(see docs/spaces.md)"
+            f"no Gymnasium space fits the {what} field(s) {detail}. Give one with {how}, "
+            "or pass your own codec= (see docs/spaces.md)"
         )
-    if not fields:
+    if not fields and not allow_empty:
         raise ConfigurationError(
-            f"the server's action has no field to act with (fields: {names}); choose spaces "
-            "with action_fields= or pass your own codec= (see docs/spaces.md)"
+            f"the server's {what} has no field to act with (fields: {names}); choose spaces "
+            f"with {option}= or pass your own codec= (see docs/spaces.md)"
         )
     return fields
 
 
-def _observation_fields(document: Mapping[str, Any], chosen: FieldSpaces) -> dict[str, _Conv]:
+def _observation_fields(
+    document: Mapping[str, Any],
+    chosen: FieldSpaces,
+    skip: frozenset[str] = _NOT_IN_OBSERVATION,
+) -> dict[str, _Conv]:
     reader = _Reader(document, lossless=True)
     props, _ = reader.properties(document)
-    names = [k for k in props if k not in _NOT_IN_OBSERVATION]
+    names = [k for k in props if k not in skip]
     _check_names("observation", chosen, names)
     fields: dict[str, _Conv] = {}
     for key in names:
@@ -1063,6 +1193,7 @@ def codec_from_schema(
     name: str = GENERIC,
     action_fields: FieldSpaces | None = None,
     observation_fields: FieldSpaces | None = None,
+    tool: str | None = None,
 ) -> Codec:
     """The codec of any OpenEnv server, from its ``GET /schema`` body (no I/O).
 
@@ -1083,11 +1214,23 @@ def codec_from_schema(
             None to leave a field with a default out.
         observation_fields: Per observation field, the space to use instead (e.g.
             ``{"board": Box(0, 1, (50,))}``), or None to move the field to ``info``.
+        tool: MCP servers only: act with this one tool (the action space is its arguments').
+
+    An MCP tool server (its action is OpenEnv's ``CallToolAction``: see
+    :func:`is_mcp_schema`) gets tool actions instead: ``schema["tools"]`` must list its
+    tools (:func:`openenv_gym.env.fetch_schema` adds them), and the action space is a
+    ``Dict`` of ``tool`` (``Discrete`` over the tools) and ``arguments`` (per tool, a
+    ``Dict`` of its arguments' spaces), or with ``tool=`` that tool's arguments alone;
+    ``action_fields`` then names tools (``{tool: Dict({argument: space})}``, or None to
+    leave a tool out), or with ``tool=`` that tool's arguments. The observation holds
+    the tool's result as ``text`` and ``is_error``, beside the observation model's other
+    fields (:func:`tool_result_text`); the raw ``result`` and ``error`` go to ``info``.
 
     Raises:
         ConfigurationError: ``schema`` is not such an object, a required action field has
-            no space (choose one with ``action_fields`` or pass your own codec), or an
-            ``*_fields`` key is not a field of the schema.
+            no space (choose one with ``action_fields`` or pass your own codec), an
+            ``*_fields`` key is not a field of the schema, or ``tool=`` does not fit (no
+            MCP server, or no such tool).
 
     Example:
         >>> from pydantic import BaseModel
@@ -1116,6 +1259,19 @@ def codec_from_schema(
         raise ConfigurationError(
             "schema must be a /schema body: an object with 'action' and 'observation' "
             f"JSON schemas, got {_brief(schema)}"
+        )
+    if is_mcp_schema(schema):
+        return _tool_codec(
+            schema,
+            name=name,
+            tool=tool,
+            action_fields=action_fields or {},
+            observation_fields=observation_fields or {},
+        )
+    if tool is not None:
+        raise ConfigurationError(
+            f"tool={tool!r} picks a tool of an MCP server, and this server's action is "
+            "not OpenEnv's CallToolAction (see docs/spaces.md)"
         )
     actions = _action_fields(schema["action"], action_fields or {})
     observations = _observation_fields(schema["observation"], observation_fields or {})
@@ -1150,3 +1306,392 @@ def codec_from_schema(
         render,
         observed=frozenset(observations),
     )
+
+
+# ------------------------------------------------------------- MCP tool servers
+
+CALL_TOOL = "call_tool"
+"""``CallToolAction.type``: the action calls a tool."""
+
+LIST_TOOLS = "list_tools"
+"""``ListToolsAction.type``: the step lists the tools (:func:`openenv_gym.env.list_tools`)."""
+
+TOOLS = "tools"
+"""Key of the tool list that :func:`openenv_gym.env.fetch_schema` adds to an MCP server's
+``/schema`` body (the server's own body has no such key)."""
+
+TOOL_TEXT_MAX = 65536
+"""``max_length`` of the ``text`` observation of a tool server (longer results are cut;
+the whole result stays in ``info["result"]``)."""
+
+_TOOL_OBSERVATION = frozenset({"result", "error"}) | _NOT_IN_OBSERVATION
+"""``CallToolObservation`` fields the tool codec turns into ``text`` / ``is_error``."""
+
+_TOOL_OUTPUTS = ("text", "is_error")
+
+
+@dataclass(frozen=True)
+class McpTool:
+    """One tool of an MCP environment, as its server lists it.
+
+    Attributes:
+        name: What ``CallToolAction.tool_name`` names it.
+        description: What it does (a FastMCP tool's: from its docstring).
+        input_schema: The JSON schema of its arguments (an object).
+    """
+
+    name: str
+    description: str
+    input_schema: Mapping[str, Any]
+
+    @classmethod
+    def from_listing(cls, entry: Any) -> McpTool:
+        """A tool from one entry of a tool list.
+
+        Both spellings are read: ``input_schema`` (OpenEnv's ``ListToolsObservation``, and
+        MCP SDK 2) and ``inputSchema`` (MCP's ``tools/list``, SDK 1).
+
+        Raises:
+            RemoteProtocolError: Not a tool (no name, or a schema that is not an object).
+        """
+        if isinstance(entry, McpTool):
+            return entry
+        name = entry.get("name") if isinstance(entry, Mapping) else None
+        if not isinstance(name, str) or not name:
+            raise RemoteProtocolError(f"not a tool: {_brief(entry)}")
+        schema = entry.get("input_schema", entry.get("inputSchema"))
+        if schema is None:
+            schema = {"type": "object", "properties": {}}
+        if not isinstance(schema, Mapping):
+            raise RemoteProtocolError(f"tool {name!r}: its input schema is not an object")
+        return cls(name, str(entry.get("description") or ""), schema)
+
+    def as_json(self) -> dict[str, Any]:
+        """``{"name", "description", "input_schema"}`` (as :data:`TOOLS` holds it)."""
+        return {
+            "name": self.name,
+            "description": self.description,
+            "input_schema": dict(self.input_schema),
+        }
+
+
+@dataclass(frozen=True)
+class ToolActions:
+    """How the actions of a tool server's codec call its tools.
+
+    Attributes:
+        tools: The tools, in the order of the action's ``tool`` index.
+        single: The action is one tool's arguments (``tool=``), not
+            ``{"tool": index, "arguments": {name: arguments}}``.
+        arguments: Per tool with arguments, the ``Dict`` of its arguments' spaces. In
+            ``single`` mode the action follows Generic-v0's rule: one argument's value, a
+            ``Dict`` of several, ``Discrete(1)`` (action 0) for none.
+    """
+
+    tools: tuple[McpTool, ...]
+    single: bool
+    arguments: Mapping[str, spaces.Space[Any]]
+
+
+def is_mcp_schema(schema: Mapping[str, Any]) -> bool:
+    """Whether a ``/schema`` body is an MCP tool server's: its action is ``CallToolAction``.
+
+    That is an action with ``tool_name`` and ``arguments`` fields and, if it has a ``type``
+    field, ``type`` ``"call_tool"``: what OpenEnv's ``MCPEnvironment`` apps publish (echo,
+    coding_tools, finqa, jupyter, opencode, terminus), subclasses of it included. (``GET
+    /metadata`` tells nothing more: name, description, readme, version, author.)
+    """
+    action = schema.get("action") if isinstance(schema, Mapping) else None
+    if not isinstance(action, Mapping):
+        return False
+    reader = _Reader(action, lossless=False)
+    props, _ = reader.properties(action)
+    if not isinstance(props.get("tool_name"), Mapping) or "arguments" not in props:
+        return False
+    if "type" not in props:
+        return True
+    kind = reader.deref(props["type"]) or {}
+    values = [kind["const"]] if "const" in kind else kind.get("enum") or [kind.get("default")]
+    return isinstance(values, list) and CALL_TOOL in values
+
+
+def schema_node(root: Mapping[str, Any], node: Any) -> Mapping[str, Any]:
+    """``node`` of the JSON schema ``root``, its ``$ref``, ``allOf`` and ``X | None`` resolved.
+
+    Sibling keys of a ``$ref`` (a field's ``description``) are kept. ``{}`` when ``node``
+    is not a schema or cannot be resolved (a remote or recursive ``$ref``).
+    """
+    reader = _Reader(root, lossless=False)
+    for _ in range(16):  # bounded: Optional[Optional[...]] nests only so deep
+        resolved = reader.deref(node)
+        if resolved is None:
+            return {}
+        for key in ("anyOf", "oneOf"):
+            options = resolved.get(key)
+            if isinstance(options, list):
+                real = [o for o in options if not _is_null(o)]
+                if len(real) == 1 and isinstance(real[0], Mapping):
+                    node = {**real[0], **_without(resolved, key)}
+                    break
+        else:
+            return resolved
+    return {}
+
+
+def listed_tools(schema: Mapping[str, Any]) -> tuple[McpTool, ...]:
+    """The tools a ``/schema`` body carries under :data:`TOOLS`.
+
+    Raises:
+        ConfigurationError: There is no tool list (a body read by plain ``GET /schema``).
+        RemoteProtocolError: An entry is not a tool.
+    """
+    listed = schema.get(TOOLS)
+    if not isinstance(listed, list | tuple):
+        raise ConfigurationError(
+            "this is an MCP tool server's /schema, and it lists no tools: read it with "
+            "openenv_gym.env.fetch_schema, which adds them (see docs/spaces.md)"
+        )
+    return tuple(McpTool.from_listing(entry) for entry in listed)
+
+
+def _call_tool(name: str, arguments: dict[str, Any]) -> dict[str, Any]:
+    return {"type": CALL_TOOL, "tool_name": name, "arguments": arguments}
+
+
+def tool_result_text(obs: Mapping[str, Any]) -> tuple[str, bool]:
+    """A tool server's observation as ``(text, is_error)``.
+
+    ``text`` is the tool's result: the text parts of its MCP ``content``, else its
+    structured content (or ``data``) as JSON, else the result itself; when the call failed
+    (``error``, or ``is_error`` in the result), the error's message. An observation with no
+    tool result (a reset) gives its ``metadata`` as JSON (openenv >= 0.4 sends it), or "".
+    """
+    error = obs.get("error")
+    if isinstance(error, Mapping):
+        return str(error.get("message") or _show(error)), True
+    if error is not None:
+        return _show(error), True
+    result = obs.get("result")
+    if isinstance(result, Mapping):
+        failed = bool(result.get("is_error") or result.get("isError"))
+        content = result.get("content")
+        texts = [
+            part["text"]
+            for part in (content if isinstance(content, list) else ())
+            if isinstance(part, Mapping) and isinstance(part.get("text"), str)
+        ]
+        if texts:
+            return "\n".join(texts), failed
+        for key in ("structured_content", "structuredContent", "data"):
+            if result.get(key) is not None:
+                return _show(result[key]), failed
+        return ("" if content is not None else _show(result)), failed
+    if result is not None:
+        return _show(result), False
+    if obs.get("tool_name") is None:
+        metadata = obs.get("metadata")
+        return (_show(metadata) if metadata else ""), False
+    return "", False
+
+
+def _tool_arguments(tool: McpTool, chosen: FieldSpaces, *, single: bool) -> dict[str, _Conv]:
+    def hint(key: str) -> str:
+        if single:
+            return f"action_fields={{{key!r}: <space>}}"
+        return f"action_fields={{{tool.name!r}: Dict({{{key!r}: <space>, ...}})}}"
+
+    return _action_fields(
+        tool.input_schema,
+        chosen,
+        what=f"tool {tool.name!r} argument",
+        option="action_fields" if single else f"action_fields[{tool.name!r}]",
+        skip=frozenset(),
+        allow_empty=True,
+        hint=hint,
+    )
+
+
+def _pick_tools(
+    tools: tuple[McpTool, ...], chosen: FieldSpaces
+) -> dict[str, tuple[McpTool, dict[str, _Conv]]]:
+    """The tools the action calls, each with its arguments' converters.
+
+    A tool ``chosen`` maps to None is left out; to a ``Dict``, those are its arguments'
+    spaces. A tool with a required argument no space fits is left out with a warning
+    (unless chosen), so one odd tool does not make the server unusable.
+    """
+    names = [t.name for t in tools]
+    unknown = sorted(set(chosen) - set(names))
+    if unknown:
+        raise ConfigurationError(
+            f"action_fields names {unknown}, not tools of the server: its tools are {names}"
+        )
+    picked: dict[str, tuple[McpTool, dict[str, _Conv]]] = {}
+    problems: list[str] = []
+    seen: set[str] = set()
+    for tool in tools:
+        if tool.name in seen:
+            raise RemoteProtocolError(f"the server lists tool {tool.name!r} twice")
+        seen.add(tool.name)
+        if tool.name in chosen:
+            space = chosen[tool.name]
+            if space is None:
+                continue
+            if not isinstance(space, spaces.Dict):
+                raise ConfigurationError(
+                    f"action_fields[{tool.name!r}] must be a Dict of argument spaces (or None "
+                    f"to leave the tool out), got {space!r}"
+                )
+            fields = _tool_arguments(tool, dict(space.spaces), single=False)
+            picked[tool.name] = (tool, fields)
+            continue
+        try:
+            picked[tool.name] = (tool, _tool_arguments(tool, {}, single=False))
+        except ConfigurationError as exc:
+            logger.warning("tool %r left out of the action space: %s", tool.name, exc)
+            problems.append(str(exc))
+    if not picked:
+        raise ConfigurationError(
+            f"no tool of the server fits an action space (tools: {names})"
+            + "".join(f"; {p}" for p in problems)
+        )
+    return picked
+
+
+def _tool_codec(
+    schema: Mapping[str, Any],
+    *,
+    name: str,
+    tool: str | None,
+    action_fields: FieldSpaces,
+    observation_fields: FieldSpaces,
+) -> Codec:
+    """The codec of an MCP tool server (see :func:`codec_from_schema`)."""
+    tools = listed_tools(schema)
+    if tool is not None:
+        found = [t for t in tools if t.name == tool]
+        if not found:
+            raise ConfigurationError(
+                f"tool={tool!r}: the server has no such tool; its tools are "
+                f"{[t.name for t in tools]}"
+            )
+        action_space, encode, contains, actions = _one_tool(found[0], action_fields)
+    else:
+        action_space, encode, contains, actions = _many_tools(tools, action_fields)
+
+    fields = _observation_fields(schema["observation"], observation_fields, _TOOL_OBSERVATION)
+    clash = sorted(set(fields) & set(_TOOL_OUTPUTS))
+    if clash:
+        raise ConfigurationError(
+            f"the observation has fields named {clash}, which the tool codec fills itself: "
+            "move them to info with observation_fields={name: None}"
+        )
+    base = _Dict(fields)
+    text = _Text(_text(TOOL_TEXT_MAX))
+    space = spaces.Dict(
+        {**{k: c.space for k, c in fields.items()}, "text": text.space, "is_error": _Bool().space}
+    )
+
+    def decode(obs: Mapping[str, Any]) -> dict[str, Any]:
+        out = base.decode(obs)
+        said, failed = tool_result_text(obs)
+        out["text"] = text.decode(said)
+        out["is_error"] = np.int64(failed)
+        return out
+
+    def render(obs: Mapping[str, Any]) -> str:
+        said, failed = tool_result_text(obs)
+        called = obs.get("tool_name")
+        head = f"{called}: " if isinstance(called, str) and called else ""
+        return f"{head}{'error: ' if failed else ''}{said}"
+
+    return Codec(
+        name,
+        space,
+        action_space,
+        encode,
+        decode,
+        render,
+        contains_action=contains,
+        observed=frozenset(fields),
+        tool_actions=actions,
+        reads_metadata=True,
+    )
+
+
+_Encode = Callable[[Any], dict[str, Any]]
+
+
+def _one_tool(
+    tool: McpTool, chosen: FieldSpaces
+) -> tuple[spaces.Space[Any], _Encode, Callable[[Any], bool], ToolActions]:
+    """``tool=``: the action is that tool's arguments, as Generic-v0 makes an action."""
+    fields = _tool_arguments(tool, chosen, single=True)
+    if not fields:
+        action_space: spaces.Space[Any] = spaces.Discrete(1)
+
+        def encode(action: Any) -> dict[str, Any]:
+            return _call_tool(tool.name, {})
+
+    elif len(fields) == 1:
+        ((key, conv),) = fields.items()
+        action_space = conv.space
+
+        def encode(action: Any) -> dict[str, Any]:
+            return _call_tool(tool.name, {key: conv.encode(action)})
+
+    else:
+        arguments = _Dict(fields)
+        action_space = arguments.space
+
+        def encode(action: Any) -> dict[str, Any]:
+            return _call_tool(tool.name, arguments.encode(action))
+
+    listed = {tool.name: spaces.Dict({k: c.space for k, c in fields.items()})} if fields else {}
+    actions = ToolActions((tool,), single=True, arguments=listed)
+    return action_space, encode, action_space.contains, actions
+
+
+def _many_tools(
+    tools: tuple[McpTool, ...], chosen: FieldSpaces
+) -> tuple[spaces.Space[Any], _Encode, Callable[[Any], bool], ToolActions]:
+    """``Dict(tool=Discrete(n), arguments=Dict({tool: Dict(its arguments)}))``.
+
+    Tools without arguments have no entry in ``arguments`` (an empty ``Dict`` breaks
+    Gymnasium's batching), and ``arguments`` is left out when no tool has any. An action
+    needs the chosen tool's entry only: the others are not read.
+    """
+    picked = _pick_tools(tools, chosen)
+    names = list(picked)
+    converters = {k: _Dict(fields) for k, (_, fields) in picked.items() if fields}
+    tool_index = spaces.Discrete(len(names))
+    parts: dict[str, spaces.Space[Any]] = {"tool": tool_index}
+    if converters:
+        parts["arguments"] = spaces.Dict({k: c.space for k, c in converters.items()})
+    action_space = spaces.Dict(parts)
+
+    def encode(action: Any) -> dict[str, Any]:
+        name = names[int(action["tool"])]
+        conv = converters.get(name)
+        return _call_tool(name, {} if conv is None else conv.encode(action["arguments"][name]))
+
+    def contains(action: Any) -> bool:
+        if not isinstance(action, Mapping) or not tool_index.contains(action.get("tool")):
+            return False
+        conv = converters.get(names[int(action["tool"])])
+        if conv is None:
+            return True
+        arguments = action.get("arguments")
+        name = names[int(action["tool"])]
+        return (
+            isinstance(arguments, Mapping)
+            and name in arguments
+            and bool(conv.space.contains(arguments[name]))
+        )
+
+    actions = ToolActions(
+        tuple(t for t, _ in picked.values()),
+        single=False,
+        arguments={k: c.space for k, c in converters.items()},
+    )
+    return action_space, encode, contains, actions

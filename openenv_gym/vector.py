@@ -31,17 +31,34 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+import gymnasium.error
 import numpy as np
 from gymnasium import spaces
+from gymnasium.envs.registration import EnvSpec
+from gymnasium.utils import seeding
 from gymnasium.vector import AutoresetMode, VectorEnv
-from gymnasium.vector.utils import batch_space, concatenate, create_empty_array, iterate
+from gymnasium.vector.utils import batch_space, concatenate, create_empty_array
 
 from openenv_gym.config import Timeouts
-from openenv_gym.env import check_episode_args, choose_codec, fetch_schema, local_server, reply_info
+from openenv_gym.env import (
+    bind_schema,
+    check_episode_args,
+    choose_codec,
+    fetch_schema,
+    local_server,
+    marked_spec,
+    reply_info,
+    serves_seeded,
+    wire_observation,
+)
 from openenv_gym.exceptions import (
+    ActionBatchError,
     ConfigurationError,
+    EnvClosedError,
     EnvErrorGroup,
     InvalidActionError,
+    NoPendingCallError,
+    PendingCallError,
     UsageError,
     WaitTimeoutError,
 )
@@ -123,7 +140,13 @@ class OpenEnvVectorEnv(VectorEnv[Any, Any, Any]):
             the schema's, or None to leave a field with a default out.
         observation_fields: ``env="generic"``: per observation field, the space to use
             instead of the schema's, or None to move the field to ``info``.
+        tool: ``env="generic"`` on an MCP tool server: act with this one tool (the action
+            space is its arguments'; default: every tool, ``Dict(tool, arguments)``).
     """
+
+    _spec: EnvSpec | None = None
+    _seeded = False
+    _closing = False
 
     def __init__(
         self,
@@ -147,6 +170,7 @@ class OpenEnvVectorEnv(VectorEnv[Any, Any, Any]):
         server: str | None = None,
         action_fields: FieldSpaces | None = None,
         observation_fields: FieldSpaces | None = None,
+        tool: str | None = None,
     ) -> None:
         if isinstance(num_envs, bool) or not isinstance(num_envs, int) or num_envs < 1:
             raise ConfigurationError(f"num_envs must be a positive integer, got {num_envs!r}")
@@ -155,8 +179,9 @@ class OpenEnvVectorEnv(VectorEnv[Any, Any, Any]):
             mode = AutoresetMode(autoreset_mode)
         except ValueError:
             raise ConfigurationError(f"unknown autoreset_mode {autoreset_mode!r}") from None
-        chosen = choose_codec(env, codec, action_fields, observation_fields)
+        chosen = choose_codec(env, codec, action_fields, observation_fields, tool=tool)
         name = local_server(chosen, server, provider, base_url)
+        self._seeded = serves_seeded(name, provider, base_url)
         self.num_envs = num_envs
         self.metadata = {"render_modes": ["ansi"], "render_fps": 4, "autoreset_mode": mode}
         self.render_mode = render_mode
@@ -181,8 +206,13 @@ class OpenEnvVectorEnv(VectorEnv[Any, Any, Any]):
             if chosen is None:
                 schema = fetch_schema(urls[0], timeout=self._timeouts.connect, headers=headers)
                 chosen = codec_from_schema(
-                    schema, action_fields=action_fields, observation_fields=observation_fields
+                    schema,
+                    action_fields=action_fields,
+                    observation_fields=observation_fields,
+                    tool=tool,
                 )
+            elif chosen.bind_schema is not None:
+                bind_schema(chosen, urls[0], self._timeouts.connect, headers)
             shards = connect_shards(
                 urls, num_envs, resolve_protocol(protocol), self._timeouts, headers
             )
@@ -216,6 +246,9 @@ class OpenEnvVectorEnv(VectorEnv[Any, Any, Any]):
         self._in_flight: list[Pending] = []
         self._ready: collections.deque[tuple[_Received, _Int]] = collections.deque()
         self._step_started = False
+        self._closing = False
+        # per sub-env: (np_random, its seed), as each of SyncVectorEnv's envs holds them
+        self._rngs: list[tuple[np.random.Generator, int] | None] = [None] * num_envs
         self._call_lock = threading.RLock()
 
     # ------------------------------------------------------------------ set-up
@@ -247,6 +280,63 @@ class OpenEnvVectorEnv(VectorEnv[Any, Any, Any]):
                 f"num_servers must be in [1, num_envs={num_envs}], got {servers}"
             )
         return servers
+
+    @property
+    def spec(self) -> EnvSpec | None:
+        """The ``EnvSpec`` that ``gymnasium.make_vec`` set.
+
+        ``nondeterministic`` is True when determinism depends on the servers: any server
+        but our own Wordle, Echo and Catch started by us
+        (:func:`~openenv_gym.env.serves_seeded`).
+        """
+        return self._spec
+
+    @spec.setter
+    def spec(self, value: EnvSpec | None) -> None:
+        self._spec = marked_spec(value, self._seeded)
+
+    @property  # type: ignore[misc]
+    def np_random(self) -> tuple[np.random.Generator, ...]:  # type: ignore[override]
+        """Per sub-env, the generator its last seeded reset made (as ``SyncVectorEnv``).
+
+        A sub-env never reset with a seed gets one from a random seed, on first use.
+        """
+        return tuple(rng for rng, _ in self._sub_rngs())
+
+    @property
+    def np_random_seed(self) -> tuple[int, ...]:  # type: ignore[override]
+        """Per sub-env, the seed of :attr:`np_random` (as ``SyncVectorEnv``).
+
+        ``reset(seed=s)`` gives ``(s, s + 1, ...)``; ``reset()`` keeps them.
+        """
+        return tuple(seed for _, seed in self._sub_rngs())
+
+    def _sub_rngs(self) -> list[tuple[np.random.Generator, int]]:
+        rngs = self._rngs
+        made = []
+        for i, pair in enumerate(rngs):
+            if pair is None:
+                pair = rngs[i] = seeding.np_random()
+            made.append(pair)
+        return made
+
+    def _reseed(self, seeds: list[int | None], env_ids: _Int) -> None:
+        """Seed the ``np_random`` of the sub-envs at ``env_ids`` that get a seed.
+
+        Raises:
+            ConfigurationError: A seed is not a non-negative integer.
+        """
+        fresh = {}
+        for i in env_ids.tolist():
+            seed = seeds[i]
+            if seed is None:
+                continue
+            try:
+                fresh[i] = seeding.np_random(int(seed) if isinstance(seed, np.integer) else seed)
+            except gymnasium.error.Error as exc:
+                raise ConfigurationError(f"sub-env {i}: {exc}") from exc
+        for i, pair in fresh.items():
+            self._rngs[i] = pair
 
     @property
     def base_urls(self) -> list[str]:
@@ -287,18 +377,7 @@ class OpenEnvVectorEnv(VectorEnv[Any, Any, Any]):
         return mask
 
     def _split_actions(self, actions: Any, env_ids: _Int) -> list[Any]:
-        count = _length(actions)
-        if count != len(env_ids):
-            raise ValueError(
-                f"got {count} actions for {len(env_ids)} sub-environments "
-                f"(num_envs={self.num_envs}); pass exactly one action per sub-environment"
-            )
-        whole_batch = len(env_ids) == self.num_envs
-        as_list = isinstance(actions, list | tuple) and isinstance(self.action_space, spaces.Tuple)
-        if not whole_batch or isinstance(actions, np.ndarray) or as_list:
-            per_env = list(actions)
-        else:
-            per_env = list(iterate(self.action_space, actions))
+        per_env = self._actions_per_env(actions, len(env_ids))
         contain = self.codec.contain_actions
         if contain is not None and contain(per_env):  # the usual case: one pass
             return per_env
@@ -312,6 +391,38 @@ class OpenEnvVectorEnv(VectorEnv[Any, Any, Any]):
         if bad:
             raise EnvErrorGroup(f"{len(bad)} action(s) outside the action space", bad)
         return per_env
+
+    def _actions_per_env(self, actions: Any, count: int) -> list[Any]:
+        """One action per sub-env from a batch of ``count``.
+
+        A batch is a sequence or array of per-env actions, an array-like (a torch tensor),
+        or, for a ``Dict`` action space, Gymnasium's batched form: a mapping of batches
+        (what ``action_space.sample()`` gives).
+
+        Raises:
+            ActionBatchError: Not a batch of ``count`` actions.
+        """
+        single = self.single_action_space
+        if isinstance(actions, Mapping):
+            if not isinstance(single, spaces.Dict):
+                raise ActionBatchError(
+                    f"got a mapping of actions, but the action space {single} is not a Dict"
+                )
+            return _dict_rows(single, actions, count)
+        if _is_scalar(actions) and hasattr(actions, "__array__"):
+            actions = np.asarray(actions)  # a tensor of the policy's
+        if _is_scalar(actions):
+            raise ActionBatchError(
+                f"got the single action {actions!r:.200}, not a batch; pass a sequence or an "
+                f"array of {count} action(s), one per sub-environment"
+            )
+        found = len(actions)
+        if found != count:
+            raise ActionBatchError(
+                f"got {found} actions for {count} sub-environments "
+                f"(num_envs={self.num_envs}); pass exactly one action per sub-environment"
+            )
+        return list(actions)
 
     def _encode(self, actions: list[Any]) -> Any:
         """The wire actions: columns when the codec can, else one map per action."""
@@ -412,18 +523,28 @@ class OpenEnvVectorEnv(VectorEnv[Any, Any, Any]):
         fresh_at[np.flatnonzero(ended)] = np.arange(len(ids))
         received.fresh = (combined, fresh_at)
 
+    def _gather(self, want: int, timeout: float | None) -> int:
+        """Wait for at least ``want`` more sub-envs (or ``timeout``); how many came back."""
+        done = self._dispatcher.collect(self._in_flight, want, timeout)
+        finished = {id(p) for p in done}
+        self._in_flight = [p for p in self._in_flight if id(p) not in finished]
+        have = 0
+        for pending in done:
+            received = self._absorb(Dispatcher.take(pending))
+            self._ready.append((received, np.arange(len(received.ids))))
+            have += len(received.ids)
+        return have
+
     def _collect(self, want: int, timeout: float | None) -> list[tuple[_Received, _Int]]:
         """Gather finished sub-envs until at least ``want`` are ready; take exactly ``want``."""
         ready = self._ready
         have = sum(len(sel) for _, sel in ready)
         if have < want and self._in_flight:
-            done = self._dispatcher.collect(self._in_flight, want - have, timeout)
-            finished = {id(p) for p in done}
-            self._in_flight = [p for p in self._in_flight if id(p) not in finished]
-            for pending in done:
-                received = self._absorb(Dispatcher.take(pending))
-                ready.append((received, np.arange(len(received.ids))))
-                have += len(received.ids)
+            try:
+                have += self._gather(want - have, timeout)
+            except UsageError as exc:
+                self._closed_meanwhile(exc)
+                raise
             if have < want:
                 raise WaitTimeoutError(
                     f"{have} of {want} sub-envs finished within {timeout} s; "
@@ -584,6 +705,8 @@ class OpenEnvVectorEnv(VectorEnv[Any, Any, Any]):
     def _obs_at(self, outcome: Outcome, k: int) -> Any:
         obs = outcome.observation(k)
         assert obs is not None, "a failed sub-env has no observation"
+        if self.codec.reads_metadata:
+            return self._decode_obs(wire_observation(self.codec, obs, outcome.meta(k)))
         return self._decode_obs(obs)
 
     def _info_at(self, outcome: Outcome, k: int) -> dict[str, Any]:
@@ -632,8 +755,13 @@ class OpenEnvVectorEnv(VectorEnv[Any, Any, Any]):
         return obs, rewards, terminations, truncations, batch_infos([o[4] for o in outs])
 
     def _check_open(self) -> None:
-        if self.closed:
-            raise UsageError("the vector environment is closed")
+        if self.closed or self._closing:
+            raise EnvClosedError("the vector environment is closed")
+
+    def _closed_meanwhile(self, exc: UsageError) -> None:
+        """Raise :class:`EnvClosedError` if ``exc`` is :meth:`close` interrupting a wait."""
+        if self._closing and not isinstance(exc, EnvClosedError):
+            raise EnvClosedError(f"the vector environment was closed: {exc}") from exc
 
     # ------------------------------------------------------------------ Gymnasium API
     def reset(
@@ -649,9 +777,10 @@ class OpenEnvVectorEnv(VectorEnv[Any, Any, Any]):
         """
         self._check_open()
         if self._in_flight or self._ready:
-            raise UsageError("a step is pending (step_async / send): collect it first")
-        if seed is not None:
-            super().reset(seed=seed if isinstance(seed, int) else None)
+            raise PendingCallError(
+                "a step is pending (step_async / send): collect it first",
+                "step" if self._step_started else "send",
+            )
         seeds = self._seeds(seed)
         opts = dict(options or {})
         mask = self._reset_mask(opts)
@@ -659,6 +788,7 @@ class OpenEnvVectorEnv(VectorEnv[Any, Any, Any]):
         never = [] if mask is None else np.flatnonzero(~mask & ~self._started).tolist()
         if never:  # their observations would be missing from the batch
             raise UsageError(f"sub-envs {never} were never reset: reset all (no reset_mask) first")
+        self._reseed(seeds, env_ids)
         args = []
         for i in env_ids.tolist():
             kwargs = dict(opts)
@@ -666,7 +796,11 @@ class OpenEnvVectorEnv(VectorEnv[Any, Any, Any]):
                 kwargs["seed"] = seeds[i]
             args.append(kwargs)
         with self._call_lock:
-            outcomes = self._dispatcher.run(self._requests("reset", env_ids, args))
+            try:
+                outcomes = self._dispatcher.run(self._requests("reset", env_ids, args))
+            except UsageError as exc:
+                self._closed_meanwhile(exc)
+                raise
         received = [self._absorb(outcome) for outcome in outcomes]
         taken = [(r, np.arange(len(r.ids))) for r in received]
         errors = {int(r.ids[k]): e for r in received for k, e in r.outcome.errors.items()}
@@ -693,9 +827,11 @@ class OpenEnvVectorEnv(VectorEnv[Any, Any, Any]):
         """Send the actions of every sub-env; collect with :meth:`step_wait`."""
         self._check_open()
         if self._step_started:
-            raise UsageError("a step is already pending: call step_wait() first")
+            raise PendingCallError("a step is already pending: call step_wait() first", "step")
         if self._in_flight or self._ready:
-            raise UsageError("steps sent with send() are not all received: call recv() first")
+            raise PendingCallError(
+                "steps sent with send() are not all received: call recv() first", "send"
+            )
         self._send(actions, np.arange(self.num_envs))
         self._step_started = True
 
@@ -704,11 +840,15 @@ class OpenEnvVectorEnv(VectorEnv[Any, Any, Any]):
 
         Raises:
             WaitTimeoutError: Not done within ``timeout``; the step stays pending (call
-                again). Server-side limits are ``timeouts.step``.
+                again). Server-side limits are ``timeouts.step``. Also a
+                ``multiprocessing.TimeoutError``, as Gymnasium's ``AsyncVectorEnv`` raises.
             EnvErrorGroup: Some sub-envs failed; ``errors`` maps each index to its error.
+            NoPendingCallError: No :meth:`step_async` first.
+            EnvClosedError: The vector env is closed (or was closed while waiting).
         """
+        self._check_open()
         if not self._step_started:
-            raise UsageError("no step pending: call step_async() first")
+            raise NoPendingCallError("no step pending: call step_async() first", "step")
         with self._call_lock:
             self._check_open()
             taken = self._collect(self.num_envs, timeout)
@@ -727,14 +867,14 @@ class OpenEnvVectorEnv(VectorEnv[Any, Any, Any]):
         """
         self._check_open()
         if self._step_started:
-            raise UsageError("step_async() is pending: call step_wait() first")
+            raise PendingCallError("step_async() is pending: call step_wait() first", "step")
         ids = list(range(self.num_envs)) if env_ids is None else [int(i) for i in env_ids]
         if len(set(ids)) != len(ids) or any(not 0 <= i < self.num_envs for i in ids):
             raise ValueError(f"env_ids must be distinct indices in [0, {self.num_envs}), got {ids}")
         chosen = np.asarray(ids, dtype=np.intp)
         busy = chosen[self._busy[chosen]].tolist()
         if busy:
-            raise UsageError(f"sub-envs {sorted(busy)} already have a step pending")
+            raise PendingCallError(f"sub-envs {sorted(busy)} already have a step pending", "send")
         self._send(actions, chosen)
 
     def recv(
@@ -747,11 +887,13 @@ class OpenEnvVectorEnv(VectorEnv[Any, Any, Any]):
         Raises:
             WaitTimeoutError: Fewer than ``batch_size`` finished within ``timeout``.
             EnvErrorGroup: Some of the returned sub-envs failed.
+            NoPendingCallError: Nothing was sent.
         """
+        self._check_open()
         want = self._check_batch_size(batch_size or self.batch_size)
         outstanding = int(self._busy.sum())
         if outstanding == 0:
-            raise UsageError("nothing pending: call send() first")
+            raise NoPendingCallError("nothing pending: call send() first", "send")
         with self._call_lock:
             self._check_open()
             taken = self._collect(min(want, outstanding), timeout)
@@ -792,7 +934,11 @@ class OpenEnvVectorEnv(VectorEnv[Any, Any, Any]):
         if name == "state":
             every = np.arange(self.num_envs)
             with self._call_lock:
-                outcomes = self._dispatcher.run(self._requests("state", every, None))
+                try:
+                    outcomes = self._dispatcher.run(self._requests("state", every, None))
+                except UsageError as exc:
+                    self._closed_meanwhile(exc)
+                    raise
             states: dict[int, Any] = {}
             errors: dict[int, BaseException] = {}
             for outcome in outcomes:
@@ -820,9 +966,13 @@ class OpenEnvVectorEnv(VectorEnv[Any, Any, Any]):
     def get_attr(self, name: str) -> tuple[Any, ...]:
         """Return one value per sub-env.
 
-        Known names: ``base_url``, ``protocol``, ``elapsed_steps``; any other public
-        attribute of the vector env itself is repeated N times.
+        Known names: ``base_url``, ``protocol``, ``elapsed_steps``, ``np_random``,
+        ``np_random_seed``; any other public attribute of the vector env itself is
+        repeated N times.
         """
+        self._check_open()
+        if name in ("np_random", "np_random_seed"):
+            return tuple(getattr(self, name))
         if name == "base_url":
             return tuple(self._urls[k] for k in self._shard_of.tolist())
         if name == "protocol":
@@ -835,6 +985,7 @@ class OpenEnvVectorEnv(VectorEnv[Any, Any, Any]):
 
     def set_attr(self, name: str, values: Any) -> None:
         """Set ``max_episode_steps`` (the only settable sub-env attribute)."""
+        self._check_open()
         if name != "max_episode_steps":
             raise AttributeError(f"cannot set {name!r} on remote sub-environments")
         if isinstance(values, list | tuple):
@@ -844,11 +995,15 @@ class OpenEnvVectorEnv(VectorEnv[Any, Any, Any]):
         self.max_episode_steps = values
 
     def _render_all(self) -> tuple[Any, ...]:
-        frames = []
+        frames: list[str | None] = []
         for i in range(self.num_envs):
             outcome = self._last[i]
-            obs = None if outcome is None else outcome.observation(int(self._last_at[i]))
-            frames.append(None if obs is None else self.codec.render(obs))
+            at = int(self._last_at[i])
+            obs = None if outcome is None else outcome.observation(at)
+            if obs is None:
+                frames.append(None)
+                continue
+            frames.append(self.codec.render(wire_observation(self.codec, obs, outcome.meta(at))))
         return tuple(frames)
 
     def render(self) -> tuple[Any, ...] | None:
@@ -860,10 +1015,11 @@ class OpenEnvVectorEnv(VectorEnv[Any, Any, Any]):
     def close_extras(self, **kwargs: Any) -> None:
         """Close every connection and stop local servers.
 
-        From another thread while a call waits: that call ends with a
-        :class:`~openenv_gym.exceptions.UsageError` first.
+        From another thread while a call waits: that call ends with an
+        :class:`~openenv_gym.exceptions.EnvClosedError` first.
         """
         dispatcher = self._dispatcher
+        self._closing = True
         if not self._call_lock.acquire(blocking=False):
             dispatcher.interrupt()  # a call is waiting on the sockets: make it return
             self._call_lock.acquire()
@@ -892,12 +1048,36 @@ def _empty(space: spaces.Space[Any], n: int) -> Any:
     return buffer
 
 
-def _length(actions: Any) -> int:
+def _is_scalar(actions: Any) -> bool:
+    """Whether ``actions`` is one action rather than a batch (a sequence, array or dict)."""
     if isinstance(actions, np.ndarray):
-        return int(actions.shape[0]) if actions.ndim else 1
-    if isinstance(actions, str | bytes) or not isinstance(actions, Sequence):
-        return 1
-    return len(actions)
+        return actions.ndim == 0
+    if isinstance(actions, str | bytes):
+        return True
+    return not isinstance(actions, Sequence | Mapping)
+
+
+def _dict_rows(space: spaces.Dict, batch: Mapping[str, Any], count: int) -> list[Any]:
+    """Per-env dicts from a ``Dict`` space's batched form (keys left out stay out)."""
+    rows: list[dict[str, Any]] = [{} for _ in range(count)]
+    for key, column in batch.items():
+        sub = space.spaces.get(key)
+        if sub is None:
+            raise ActionBatchError(f"unknown action key {key!r}; the space has {list(space)}")
+        if isinstance(column, Mapping) and isinstance(sub, spaces.Dict):
+            values = _dict_rows(sub, column, count)
+        else:
+            if _is_scalar(column) and hasattr(column, "__array__"):
+                column = np.asarray(column)
+            if _is_scalar(column) or len(column) != count:
+                got = "one value" if _is_scalar(column) else f"{len(column)} values"
+                raise ActionBatchError(
+                    f"action key {key!r}: got {got}, need one per sub-environment ({count})"
+                )
+            values = list(column)
+        for row, value in zip(rows, values, strict=True):
+            row[key] = value
+    return rows
 
 
 def _take_args(args: Any, chosen: Any) -> Any:

@@ -20,7 +20,7 @@ from gymnasium.vector import VectorEnv
 from gymnasium.vector.utils import batch_space, concatenate, create_empty_array, iterate
 
 from openenv_gym.exceptions import EpisodeOverError, InvalidActionError
-from openenv_gym.integrations.text import TextInterface, text_interface
+from openenv_gym.integrations.text import TextInterface, action_check, text_interface
 from openenv_gym.vector import OpenEnvVectorEnv
 
 __all__ = ["Lockstep", "Turn", "info_at", "step_text"]
@@ -95,6 +95,7 @@ class Lockstep:
         self._partial = isinstance(envs.unwrapped, OpenEnvVectorEnv)
         self._single_obs = envs.single_observation_space
         self._single_action = envs.single_action_space
+        self._action_ok = action_check(envs)
         self._batch_spaces: dict[int, Any] = {}
         self.returns = [0.0] * self.num_envs
         """Per sub-env: the episode's return so far."""
@@ -125,7 +126,7 @@ class Lockstep:
         for i, answer in answers.items():
             try:
                 action = self.interface.parse_action(answer)
-                if not self._single_action.contains(action):
+                if not self._action_ok(action):
                     raise InvalidActionError(f"{action!r} is not a valid action")
             except InvalidActionError as exc:
                 turns[i] = Turn(f"Invalid action: {exc}", 0.0, False, False, None, {})

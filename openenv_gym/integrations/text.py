@@ -20,6 +20,7 @@ from __future__ import annotations
 import functools
 import inspect
 import json
+import keyword
 import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
@@ -30,13 +31,23 @@ from gymnasium import spaces
 
 from openenv_gym.env import fetch_schema
 from openenv_gym.exceptions import ConfigurationError, InvalidActionError
-from openenv_gym.spaces import GENERIC, catch_grid, to_printable
+from openenv_gym.spaces import (
+    GENERIC,
+    McpTool,
+    ToolActions,
+    catch_grid,
+    schema_node,
+    to_printable,
+)
 
 __all__ = [
     "RESERVED_NAMES",
     "Param",
     "TextInterface",
+    "Tool",
+    "action_check",
     "interface_from_space",
+    "interface_from_tools",
     "observation_to_text",
     "text_interface",
 ]
@@ -72,9 +83,78 @@ class Param:
     default: Any = _NO_DEFAULT
 
 
+def _check_tool(name: str, params: tuple[Param, ...]) -> None:
+    if not name.isidentifier() or name.startswith("_") or name in RESERVED_NAMES:
+        raise ConfigurationError(
+            f"tool name {name!r} must be a Python identifier, not private, and none of "
+            f"{sorted(RESERVED_NAMES)}"
+        )
+    names = [p.name for p in params]
+    if len(set(names)) != len(names) or not all(
+        n.isidentifier() and not keyword.iskeyword(n) for n in names
+    ):
+        raise ConfigurationError(f"tool parameters must be distinct identifiers: {names}")
+    if "self" in names:
+        raise ConfigurationError("a tool parameter may not be called 'self'")
+
+
+def _docstring(description: str, params: tuple[Param, ...], returns: str) -> str:
+    lines = [description.strip(), ""]
+    if params:
+        lines.append("Args:")
+        lines += [f"    {p.name}: {p.description}" for p in params]
+        lines.append("")
+    lines += ["Returns:", f"    {returns}"]
+    return "\n".join(lines)
+
+
+def _signature(params: tuple[Param, ...]) -> inspect.Signature:
+    kind = inspect.Parameter.POSITIONAL_OR_KEYWORD
+    listed = [inspect.Parameter("self", kind)]
+    # parameters with a default go last (Python's rule); TRL passes them by name
+    ordered = sorted(params, key=lambda p: p.default is not _NO_DEFAULT)
+    listed += [
+        inspect.Parameter(p.name, kind, annotation=p.annotation, default=p.default) for p in ordered
+    ]
+    return inspect.Signature(listed, return_annotation=str)
+
+
+@dataclass(frozen=True)
+class Tool:
+    """One tool a model may call: its name, typed parameters, docstring and action.
+
+    Attributes:
+        name: A Python identifier, not private, none of :data:`RESERVED_NAMES`.
+        description: What the tool does (first lines of its docstring).
+        params: Its parameters.
+        to_action: Its arguments (by parameter name) -> Gymnasium action.
+        returns: The ``Returns:`` line of its docstring.
+    """
+
+    name: str
+    description: str
+    params: tuple[Param, ...]
+    to_action: Callable[[Mapping[str, Any]], Any]
+    returns: str = "What the environment shows after the action."
+
+    def __post_init__(self) -> None:
+        _check_tool(self.name, self.params)
+
+    def docstring(self) -> str:
+        """The tool's Google-style docstring (TRL builds the tool schema from it)."""
+        return _docstring(self.description, self.params, self.returns)
+
+    def signature(self) -> inspect.Signature:
+        """The tool's signature, ``self`` first."""
+        return _signature(self.params)
+
+
 @dataclass(frozen=True)
 class TextInterface:
     """An environment as a language model sees it.
+
+    The first five attributes describe its tool; an environment with several (an MCP
+    server's) lists the others in ``more_tools``. :attr:`tools` has them all.
 
     Attributes:
         tool_name: Name of the tool (a Python identifier, not ``reset``/``get_reward``).
@@ -87,6 +167,7 @@ class TextInterface:
         observation_text: Gymnasium observation -> text for the model.
         instructions: How to answer in plain text (for prompts of text loops).
         returns: The ``Returns:`` line of the tool's docstring.
+        more_tools: The environment's other tools, if it has several.
     """
 
     tool_name: str
@@ -97,41 +178,27 @@ class TextInterface:
     observation_text: Callable[[Any], str] = field(default=_observation_text)
     instructions: str = ""
     returns: str = "What the environment shows after the action."
+    more_tools: tuple[Tool, ...] = ()
 
     def __post_init__(self) -> None:
-        name = self.tool_name
-        if not name.isidentifier() or name.startswith("_") or name in RESERVED_NAMES:
-            raise ConfigurationError(
-                f"tool name {name!r} must be a Python identifier, not private, and none of "
-                f"{sorted(RESERVED_NAMES)}"
-            )
-        names = [p.name for p in self.params]
-        if len(set(names)) != len(names) or not all(n.isidentifier() for n in names):
-            raise ConfigurationError(f"tool parameters must be distinct identifiers: {names}")
-        if "self" in names:
-            raise ConfigurationError("a tool parameter may not be called 'self'")
+        _check_tool(self.tool_name, self.params)
+        names = [t.name for t in self.tools]
+        if len(set(names)) != len(names):
+            raise ConfigurationError(f"tool names must be distinct: {names}")
+
+    @property
+    def tools(self) -> tuple[Tool, ...]:
+        """Every tool: the first one (``tool_name``, ...), then ``more_tools``."""
+        first = Tool(self.tool_name, self.description, self.params, self.to_action, self.returns)
+        return (first, *self.more_tools)
 
     def docstring(self) -> str:
-        """The tool's Google-style docstring (TRL builds the tool schema from it)."""
-        lines = [self.description.strip(), ""]
-        if self.params:
-            lines.append("Args:")
-            lines += [f"    {p.name}: {p.description}" for p in self.params]
-            lines.append("")
-        lines += ["Returns:", f"    {self.returns}"]
-        return "\n".join(lines)
+        """The (first) tool's Google-style docstring (TRL builds the tool schema from it)."""
+        return _docstring(self.description, self.params, self.returns)
 
     def signature(self) -> inspect.Signature:
-        """The tool's signature, ``self`` first."""
-        kind = inspect.Parameter.POSITIONAL_OR_KEYWORD
-        params = [inspect.Parameter("self", kind)]
-        # parameters with a default go last (Python's rule); TRL passes them by name
-        ordered = sorted(self.params, key=lambda p: p.default is not _NO_DEFAULT)
-        params += [
-            inspect.Parameter(p.name, kind, annotation=p.annotation, default=p.default)
-            for p in ordered
-        ]
-        return inspect.Signature(params, return_annotation=str)
+        """The (first) tool's signature, ``self`` first."""
+        return _signature(self.params)
 
 
 # ------------------------------------------------------------------ observation text
@@ -374,17 +441,34 @@ def _enum_converter(values: list[Any], space: spaces.Discrete) -> Converter:
     return convert
 
 
+def _boolean(value: Any) -> int:
+    """A JSON boolean (or 0 / 1) as the ``Discrete(2)`` action ``codec_from_schema`` maps it to."""
+    if isinstance(value, bool) or value in (0, 1):
+        return int(bool(value))
+    raise InvalidActionError(f"{value!r} is not a boolean")
+
+
 def _field(
-    name: str, space: spaces.Space[Any], props: Mapping[str, Any], required: set[str]
+    name: str,
+    space: spaces.Space[Any],
+    props: Mapping[str, Any],
+    required: set[str],
+    root: Mapping[str, Any] | None = None,
 ) -> tuple[Param, Converter]:
-    """One tool parameter for an action field, and its argument -> action-value converter."""
-    prop = props.get(name)
-    prop = prop if isinstance(prop, Mapping) else {}
+    """One tool parameter for an action field, and its argument -> action-value converter.
+
+    ``root`` is the JSON schema ``props`` come from: ``$ref`` (an ``Enum`` class), a
+    one-element ``allOf`` and ``X | None`` are resolved in it.
+    """
+    prop = schema_node(root or {}, props.get(name))
     annotation = _annotation(space)
     description = prop.get("description") or _describe(space)
     convert: Converter = functools.partial(_convert, space)
     enum = prop.get("enum")
-    if (
+    if isinstance(space, spaces.Discrete) and int(space.n) == 2 and prop.get("type") == "boolean":
+        annotation = bool
+        convert = _boolean
+    elif (
         isinstance(space, spaces.Discrete)
         and isinstance(enum, list)
         and enum
@@ -427,7 +511,7 @@ def interface_from_space(
     name = tool_name or _schema_title_name(schema)
     parse: Callable[[str], Any]
     if isinstance(action_space, spaces.Dict):
-        fields = {k: _field(k, s, props, required) for k, s in action_space.spaces.items()}
+        fields = {k: _field(k, s, props, required, schema) for k, s in action_space.spaces.items()}
 
         def to_action(args: Mapping[str, Any]) -> Any:
             values = {k: args.get(k, p.default) for k, (p, _) in fields.items()}
@@ -444,7 +528,7 @@ def interface_from_space(
         wanted = [k for k in props if k != "metadata"]
         wanted = [k for k in wanted if k in required] or wanted
         key = wanted[0] if len(wanted) == 1 else "action"
-        param, convert = _field(key, action_space, props, required)
+        param, convert = _field(key, action_space, props, required, schema)
 
         def to_action(args: Mapping[str, Any]) -> Any:
             if key not in args:
@@ -511,12 +595,221 @@ def _json_parser(
     return parse
 
 
+# ------------------------------------------------------------------ MCP tool servers
+
+_SECTION = re.compile(
+    r"^\s*(Args|Arguments|Parameters|Returns|Raises|Yields|Examples?|Notes?):\s*$", re.M
+)
+_ARG_LINE = re.compile(r"^\s+(\w+)(?:\s*\([^)]*\))?:\s*(.+)$")
+
+
+def _tool_docs(tool: McpTool) -> tuple[str, dict[str, str]]:
+    """A tool's summary (its description less Google-style sections) and ``Args:`` lines.
+
+    FastMCP 3 and later already cut the docstring to its summary (and put the argument
+    lines into the input schema); other servers send the docstring whole.
+    """
+    text = tool.description.strip()
+    found = _SECTION.search(text)
+    summary = text[: found.start()].strip() if found else text
+    args: dict[str, str] = {}
+    section = re.search(r"^\s*(?:Args|Arguments|Parameters):\s*$", text, re.M)
+    if section is not None:
+        for line in text[section.end() :].splitlines()[1:]:
+            if _SECTION.match(line):
+                break
+            matched = _ARG_LINE.match(line)
+            if matched:
+                args[matched.group(1)] = matched.group(2).strip()
+    return summary or f"Call the {tool.name} tool.", args
+
+
+def _identifier(name: str, taken: set[str]) -> str:
+    """``name`` as a Python identifier that is no keyword, reserved name, nor ``taken``."""
+    ident = re.sub(r"\W", "_", name).strip("_") or "tool"
+    if ident[0].isdigit():
+        ident = f"tool_{ident}"
+    if keyword.iskeyword(ident) or ident in RESERVED_NAMES or ident == "self":
+        ident = f"{ident}_"
+    unique, n = ident, 2
+    while unique in taken:
+        unique, n = f"{ident}_{n}", n + 1
+    taken.add(unique)
+    return unique
+
+
+_TOOL_RETURNS = "The tool's result, as text."
+
+
+def _tool_observation_text(obs: Any) -> str:
+    """A tool server's observation (``text``, ``is_error``, ...) as the model reads it."""
+    if isinstance(obs, Mapping) and isinstance(obs.get("text"), str):
+        text = obs["text"]
+        return f"Error: {text}" if obs.get("is_error") else text
+    return observation_to_text(obs)
+
+
+def _blank(space: spaces.Space[Any]) -> Any:
+    """A value of ``space`` for an argument left to a ``None`` default."""
+    if isinstance(space, spaces.Text):
+        charset = space.character_set
+        return (" " if " " in charset else min(charset)) * space.min_length
+    if isinstance(space, spaces.Discrete):
+        return int(space.start)
+    if isinstance(space, spaces.Box):
+        return np.clip(np.zeros(space.shape, space.dtype), space.low, space.high)
+    if isinstance(space, spaces.Dict):
+        return {k: _blank(s) for k, s in space.spaces.items()}
+    if isinstance(space, spaces.Sequence):
+        return ()
+    return space.sample()
+
+
+def _tool_of_many(index: int, tool: McpTool, arguments: Any, name: str) -> Tool:
+    """One tool of a ``Dict(tool, arguments)`` action: it fills its own entry only."""
+    schema = tool.input_schema
+    summary, documented = _tool_docs(tool)
+    props: Mapping[str, Any] = schema.get("properties") or {}
+    required = set(schema.get("required") or [])
+    taken: set[str] = set()
+    fields: list[tuple[str, Param, Converter, spaces.Space[Any]]] = []
+    given = dict(arguments.spaces) if arguments is not None else {}
+    for key in [k for k in props if k in given] + [k for k in given if k not in props]:
+        space = given[key]  # in the schema's order (a Dict space sorts its keys)
+        param, convert = _field(key, space, props, required, schema)
+        described = (
+            param.description
+            if schema_node(schema, props.get(key)).get("description")
+            else documented.get(key, param.description)
+        )
+        param = replace(param, name=_identifier(key, taken), description=described)
+        fields.append((key, param, convert, space))
+
+    def to_action(args: Mapping[str, Any]) -> dict[str, Any]:
+        values: dict[str, Any] = {}
+        missing = []
+        for key, param, convert, space in fields:
+            value = args.get(param.name, args.get(key, param.default))
+            if value is _NO_DEFAULT:
+                missing.append(param.name)
+            elif value is None and param.default is None:
+                values[key] = _blank(space)  # left to the server's None: the space's blank
+            else:
+                values[key] = convert(value)
+        if missing:
+            raise InvalidActionError(f"{name}(): missing argument(s) {', '.join(missing)}")
+        if arguments is None:
+            return {"tool": index}
+        return {"tool": index, "arguments": {tool.name: values}}
+
+    params = tuple(param for _, param, _, _ in fields)
+    return Tool(name, summary, params, to_action, _TOOL_RETURNS)
+
+
+def _tool_call_parser(tools: tuple[Tool, ...], real: Mapping[str, str]) -> Callable[[str], Any]:
+    """Plain-text answers holding ``{"tool": name, "arguments": {...}}`` (or ``"name"``)."""
+    by_name = {t.name: t for t in tools}
+    by_name |= {server: by_name[ours] for server, ours in real.items()}
+    listing = ", ".join(t.name for t in tools)
+
+    def parse(text: str) -> Any:
+        answer = _answer(text)
+        for candidate in [answer, *reversed(_JSON_VALUE.findall(answer))]:
+            try:
+                value = json.loads(candidate)
+            except json.JSONDecodeError:
+                continue
+            if not isinstance(value, dict):
+                continue
+            called = by_name.get(str(value.get("tool", value.get("name"))))
+            arguments = value.get("arguments", {})
+            if called is not None and isinstance(arguments, dict):
+                return called.to_action(arguments)
+        raise InvalidActionError(
+            'no tool call found: answer with {"tool": <name>, "arguments": {...}}; '
+            f"the tools are {listing}"
+        )
+
+    return parse
+
+
+def interface_from_tools(actions: ToolActions, *, tool_name: str | None = None) -> TextInterface:
+    """The :class:`TextInterface` of an MCP tool server: one tool per MCP tool.
+
+    Each tool is named after the server's (made a Python identifier if it is none),
+    typed from its JSON input schema (as :func:`interface_from_space` types action fields),
+    and documented with the server's description of it. With the codec's ``tool=`` (one
+    tool), ``tool_name`` renames it.
+
+    Raises:
+        ConfigurationError: ``tool_name`` for several tools, or no parameter type fits.
+    """
+    if actions.single:
+        (tool,) = actions.tools
+        summary, _ = _tool_docs(tool)
+        name = tool_name or _identifier(tool.name, set())
+        arguments = actions.arguments.get(tool.name)
+        if not isinstance(arguments, spaces.Dict):  # no arguments: Discrete(1)
+            return TextInterface(
+                name, summary, (), lambda args: 0, lambda text: 0,
+                _tool_observation_text, f"Any answer calls {tool.name}.", _TOOL_RETURNS,
+            )  # fmt: skip
+        fields = list(arguments.spaces.values())
+        space = fields[0] if len(fields) == 1 else arguments
+        one = interface_from_space(space, schema=tool.input_schema, tool_name=name)
+        return replace(
+            one, description=summary, returns=_TOOL_RETURNS, observation_text=_tool_observation_text
+        )
+    if tool_name is not None:
+        raise ConfigurationError(
+            "tool_name= renames the one tool of an env; an MCP server's tools keep their "
+            "names (make the env with tool=... to use one of them)"
+        )
+    taken: set[str] = set()
+    names = [_identifier(t.name, taken) for t in actions.tools]
+    tools = tuple(
+        _tool_of_many(i, t, actions.arguments.get(t.name), name)
+        for i, (t, name) in enumerate(zip(actions.tools, names, strict=True))
+    )
+    first = tools[0]
+    signatures = "\n".join(
+        f"- {t.name}({', '.join(p.name for p in t.params)}): {t.description}" for t in tools
+    )
+    return TextInterface(
+        first.name,
+        first.description,
+        first.params,
+        first.to_action,
+        _tool_call_parser(tools, {t.name: n for t, n in zip(actions.tools, names, strict=True)}),
+        _tool_observation_text,
+        'Answer with one tool call as JSON: {"tool": <name>, "arguments": {...}}. '
+        f"The tools:\n{signatures}",
+        _TOOL_RETURNS,
+        more_tools=tools[1:],
+    )
+
+
+def action_check(env: Any) -> Callable[[Any], bool]:
+    """Whether an action is one ``env`` (single or vector) accepts.
+
+    Its codec's check for our envs (a tool server's action needs the called tool's
+    arguments only), else the action space's ``contains``.
+    """
+    codec = getattr(getattr(env, "unwrapped", env), "codec", None)
+    check = getattr(codec, "contains_action", None)
+    if callable(check):
+        return check  # type: ignore[no-any-return]
+    space = getattr(env, "single_action_space", None) or env.action_space
+    return space.contains  # type: ignore[no-any-return]
+
+
 def text_interface(env: Any, *, tool_name: str | None = None) -> TextInterface:
     """The :class:`TextInterface` of an environment (a ``gymnasium.Env`` or ``VectorEnv``).
 
     Built-in envs get named tools (Wordle ``guess(word)``, Echo ``echo(message)``, Catch
     ``move(direction)``); ``openenv/Generic-v0`` gets one built from its server's action
-    schema; any other env one built from its action space.
+    schema, or on an MCP server one per MCP tool (:func:`interface_from_tools`); any other
+    env one built from its action space.
 
     Raises:
         ConfigurationError: No tool fits the env's action space.
@@ -524,6 +817,9 @@ def text_interface(env: Any, *, tool_name: str | None = None) -> TextInterface:
     unwrapped = getattr(env, "unwrapped", env)
     codec = getattr(unwrapped, "codec", None)
     name = getattr(codec, "name", None)
+    tools = getattr(codec, "tool_actions", None)
+    if isinstance(tools, ToolActions):
+        return interface_from_tools(tools, tool_name=tool_name)
     if isinstance(name, str):
         builtin = _builtin(name)
         if builtin is not None:

@@ -10,7 +10,9 @@
 
 Each instance TRL makes exposes one named, typed tool (Wordle ``guess(word: str)``, Echo
 ``echo(message: str)``, Catch ``move(direction)``, ``openenv/Generic-v0``: built from the
-server's action schema), ``reset(**row)`` and ``get_reward()``; it owns its own session.
+server's action schema; on an MCP server, one tool per MCP tool, named, typed and
+documented as the server lists it), ``reset(**row)`` and ``get_reward()``; it owns its own
+session.
 The instances of one factory share one local server per process (started on first use,
 stopped with the process or :meth:`EnvironmentFactory.close`).
 
@@ -49,7 +51,7 @@ from openenv_gym.exceptions import (
     UsageError,
 )
 from openenv_gym.integrations.lockstep import Lockstep, Turn, step_text
-from openenv_gym.integrations.text import TextInterface, text_interface
+from openenv_gym.integrations.text import TextInterface, Tool, action_check, text_interface
 from openenv_gym.providers import Provider, make_provider
 
 __all__ = [
@@ -188,15 +190,15 @@ class OpenEnvToolEnv:
         return self._env
 
     # --------------------------------------------------------------- private
-    def _act(self, arguments: dict[str, Any]) -> str:
+    def _act(self, tool: Tool, arguments: dict[str, Any]) -> str:
         if not self._started:
             raise UsageError("no episode is running: TRL calls reset() before any tool")
         if self._done:
             raise EpisodeOverError(
                 "The episode is over: no more tool calls are accepted. Give your final answer."
             )
-        action = self.interface.to_action(arguments)
-        if not self._env.action_space.contains(action):
+        action = tool.to_action(arguments)
+        if not action_check(self._env)(action):
             raise InvalidActionError(f"{action!r} is not a valid action ({self._env.action_space})")
         obs, reward, terminated, truncated, info = self._env.step(action)
         reward, terminated, truncated = float(reward), bool(terminated), bool(truncated)
@@ -227,9 +229,9 @@ class OpenEnvToolEnv:
         self._finalizer()
 
 
-def _tool_method(interface: TextInterface) -> Callable[..., str]:
-    signature = interface.signature()
-    name = interface.tool_name
+def _tool_method(spec: Tool) -> Callable[..., str]:
+    signature = spec.signature()
+    name = spec.name
 
     def tool(self: OpenEnvToolEnv, *args: Any, **kwargs: Any) -> str:
         try:
@@ -239,11 +241,11 @@ def _tool_method(interface: TextInterface) -> Callable[..., str]:
         bound.apply_defaults()
         arguments = dict(bound.arguments)
         del arguments["self"]
-        return self._act(arguments)
+        return self._act(spec, arguments)
 
     tool.__name__ = tool.__qualname__ = name
-    tool.__doc__ = interface.docstring()
-    tool.__annotations__ = {p.name: p.annotation for p in interface.params} | {"return": str}
+    tool.__doc__ = spec.docstring()
+    tool.__annotations__ = {p.name: p.annotation for p in spec.params} | {"return": str}
     setattr(tool, "__signature__", signature)  # noqa: B010 - what inspect.signature reads
     return tool
 
@@ -387,15 +389,18 @@ class EnvironmentFactory:
 
     def _build_class(self, env: Any) -> type[OpenEnvToolEnv]:
         interface = self.interface or text_interface(env, tool_name=self.tool_name)
-        if hasattr(OpenEnvToolEnv, interface.tool_name):
-            raise ConfigurationError(f"tool name {interface.tool_name!r} is taken: choose another")
+        tools = interface.tools
+        for tool in tools:
+            if hasattr(OpenEnvToolEnv, tool.name):
+                raise ConfigurationError(f"tool name {tool.name!r} is taken: choose another")
         name = _class_name(self.env_id)
+        listed = ", ".join(f"``{t.name}``" for t in tools)
         namespace: dict[str, Any] = {
             "interface": interface,
-            interface.tool_name: _tool_method(interface),
+            **{tool.name: _tool_method(tool) for tool in tools},
             "__module__": __name__,
             "__qualname__": name,
-            "__doc__": f"``{self.env_id}`` as TRL tools: ``{interface.tool_name}``.",
+            "__doc__": f"``{self.env_id}`` as TRL tools: {listed}.",
         }
         return type(name, (OpenEnvToolEnv,), namespace)
 

@@ -23,7 +23,7 @@ import json
 import logging
 import math
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Coroutine, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -65,8 +65,8 @@ class ServerConfig:
         port: Port to bind; 0 picks a free one (read it back from :attr:`EnvServer.url`).
         max_sessions: Most environment instances alive at once, over both endpoints.
         max_frame: Largest WebSocket message accepted, in bytes.
-        compression: Kept for compatibility; permessage-deflate is never offered (it costs
-            ~30 % throughput on loopback).
+        compression: Accept permessage-deflate when a client offers it (off by default: it
+            costs ~30 % throughput on loopback).
         ping_interval: Seconds between WebSocket pings (None: no pings).
         ping_timeout: Seconds to wait for a pong before dropping the connection.
         max_connections: Open connections at once (``docs/security.md``).
@@ -117,6 +117,7 @@ class ServerConfig:
             token=self.token,
             allowed_origins=self.allowed_origins,
             server_name=SERVER_NAME,
+            compression=self.compression,
         )
 
 
@@ -149,7 +150,13 @@ class EnvServer:
         self.active = 0
         self._server: WebSocketServer | None = None
         self._reset_filter = _reset_kwargs_filter(env_factory)
-        self._actions: TypeAdapter[list[Any]] = TypeAdapter(list[self.models.action])  # type: ignore[name-defined]
+        accepts: Any = self.models.accepts or self.models.action
+        self._action: TypeAdapter[Any] = TypeAdapter(accepts)
+        self._actions: TypeAdapter[list[Any]] = TypeAdapter(list[accepts])
+        self.awaits = {
+            name: _is_async_override(env_factory, name) for name in ("step_async", "reset_async")
+        }
+        """Per method, whether the class's own coroutine is called (not the sync one)."""
         self._schema = json.dumps(
             {
                 "action": self.models.action.model_json_schema(),
@@ -252,28 +259,37 @@ class EnvServer:
         except Exception as exc:
             raise _FactoryFailed(self.name, exc) from exc
 
-    def _answer_json(self, env: Any, session: op.ServerSession, request: op.Request) -> None:
+    def _answer_json(
+        self, env: Any, session: op.ServerSession, request: op.Request
+    ) -> Coroutine[Any, Any, None] | None:
+        """Answer one ``/ws`` request; a coroutine to await when the env's call is async."""
         if isinstance(request, op.CloseRequest):
-            return
+            return None
         try:
             if isinstance(request, op.StateRequest):
                 session.send_state(_dump_state(env.state, json_mode=True))
-                return
+                return None
             if isinstance(request, op.ResetRequest):
-                obs = env.reset(**self._reset_filter(request.kwargs))
+                kwargs = self._reset_filter(request.kwargs)
+                if self.awaits["reset_async"]:
+                    return self._answer_json_later(session, env.reset_async(**kwargs))
+                obs = env.reset(**kwargs)
             else:
-                obs = env.step(
-                    self.models.action.__pydantic_validator__.validate_python(request.action)
-                )
-            fields, reward, done, metadata = _split_observation(obs, keep_metadata=True)
-            session.send_observation(fields, reward, done, metadata)
-        except ValidationError as exc:
-            session.send_error(
-                op.ErrorCode.VALIDATION_ERROR, "Invalid message", errors=_errors(exc)
-            )
+                action = self._action.validate_python(request.action)
+                if self.awaits["step_async"]:
+                    return self._answer_json_later(session, env.step_async(action))
+                obs = env.step(action)
+            _send_json_observation(session, obs)
         except Exception as exc:
-            logger.debug("environment raised", exc_info=True)
-            session.send_error(op.ErrorCode.EXECUTION_ERROR, str(exc) or type(exc).__name__)
+            _send_json_error(session, exc)
+        return None
+
+    @staticmethod
+    async def _answer_json_later(session: op.ServerSession, pending: Awaitable[Any]) -> None:
+        try:
+            _send_json_observation(session, await pending)
+        except Exception as exc:
+            _send_json_error(session, exc)
 
     def _answer_results(
         self,
@@ -315,14 +331,22 @@ class EnvServer:
             ]
             conn.send_table(request, result_table(fixed, version=1))
 
+    def awaits_op(self, op_: bp.Op) -> bool:
+        """Whether ``step`` / ``reset`` calls a coroutine of the class (never answered inline)."""
+        return (op_ is bp.Op.STEP and self.awaits["step_async"]) or (
+            op_ is bp.Op.RESET and self.awaits["reset_async"]
+        )
+
     def _run_episode_op(
         self, request: bp.BatchRequestReceived, slots: dict[int, Any]
-    ) -> tuple[list[Any], ObservationBatch | None, list[int]]:
+    ) -> _EpisodeOutcome | Coroutine[Any, Any, _EpisodeOutcome]:
         """``step`` / ``reset`` for every slot of a request: the hot path.
 
         Actions are validated in one call for the whole request. An environment class may
         act on all its instances of the request at once (``step_batch`` / ``reset_batch``,
-        see ``docs/protocol.md`` section 3.9).
+        see ``docs/protocol.md`` section 3.9). A class with its own ``step_async`` /
+        ``reset_async`` (:meth:`awaits_op`) gets a coroutine back, which calls them for every
+        slot at once (an MCP environment's tool calls run side by side).
 
         Returns:
             Per slot, an observation or a SlotError (None where the batch holds it); the
@@ -358,6 +382,8 @@ class EnvServer:
             name, one = "step_batch", _step_one
         if not ready:
             return results, None, ready
+        if self.awaits_op(request.op):
+            return _run_async(results, [envs[k] for k in ready], ready, inputs, request.op)
         kind = envs[ready[0]].__class__
         hook = _hook_of(kind, name)
         if hook is not None and all(envs[k].__class__ is kind for k in ready):
@@ -379,7 +405,7 @@ class EnvServer:
             return list(self._actions.validate_python(args))
         except ValidationError:
             pass  # some are invalid: find which, one by one
-        validate = self.models.action.__pydantic_validator__.validate_python
+        validate = self._action.validate_python
         out: list[Any] = []
         for arg in args:
             try:
@@ -486,6 +512,9 @@ class _JsonChannel:
         self.session = op.ServerSession()
         self.env: Any = None
         self._held = False
+        self._task: asyncio.Task[None] | None = None
+        self._backlog: collections.deque[bytes | str] = collections.deque()
+        self._backlog_bytes = 0
         if not server._acquire():
             limit = server.config.max_sessions
             self.session.send_error(
@@ -504,18 +533,52 @@ class _JsonChannel:
             self._end()
 
     def on_message(self, message: bytes | str) -> None:
-        """Answer one frame (at most one request: OpenEnv has no pipelining)."""
+        """Answer one frame (at most one request: OpenEnv has no pipelining).
+
+        While an awaited call (``step_async``) runs, later frames wait their turn; reading
+        pauses while more than ``max_queue_bytes`` of them wait.
+        """
+        if self._task is not None or self._backlog:
+            self._backlog.append(message)
+            self._backlog_bytes += len(message)
+            if self._backlog_bytes > self.server.config.max_queue_bytes:
+                self.socket.pause_reading()
+            return
+        self._handle(message)
+
+    def _handle(self, message: bytes | str) -> None:
         session = self.session
         if self.env is None or session.closed:
             return
         session.receive_data(message)
         for request in session.events_received():
-            self.server._answer_json(self.env, session, request)
+            later = self.server._answer_json(self.env, session, request)
+            if later is not None:
+                self._task = asyncio.get_running_loop().create_task(self._finish(later))
+                return
+        self._reply()
+
+    def _reply(self) -> None:
         if self.session.closed:  # a close request, or an error that ends the session
             self._end()
             return
-        for out in session.data_to_send():
+        for out in self.session.data_to_send():
             self.socket.send(out)
+
+    async def _finish(self, later: Coroutine[Any, Any, None]) -> None:
+        try:
+            await later
+        finally:
+            self._task = None
+        if self.env is None:
+            return
+        self._reply()
+        while self._backlog and self._task is None and self.env is not None:
+            message = self._backlog.popleft()
+            self._backlog_bytes -= len(message)
+            self._handle(message)
+        if not self._backlog:
+            self.socket.resume_reading()
 
     def _end(self) -> None:
         """Free the instance, then say what is queued and close (the client sees 1000)."""
@@ -533,7 +596,10 @@ class _JsonChannel:
             self.server._release()
 
     def on_close(self) -> None:
-        """The connection is gone: close the instance, free its capacity."""
+        """The connection is gone: stop its call, close the instance, free its capacity."""
+        if self._task is not None:
+            self._task.cancel()
+        self._backlog.clear()
         self._free()
 
 
@@ -574,7 +640,7 @@ class _BatchChannel:
             self._task is None
             and not self._queue
             and self.socket.writable
-            and all(_small(event) for event in events)
+            and all(_inline(event, self.server) for event in events)
         ):
             for event in events:
                 self._answer_now(event)
@@ -628,19 +694,22 @@ class _BatchChannel:
                 server=SERVER_NAME, env=server.name, max_slots=server.config.max_sessions
             )
         elif event.op in (bp.Op.STEP, bp.Op.RESET):
-            server._answer_table(conn, event, server._run_episode_op(event, self.slots))
+            outcome = server._run_episode_op(event, self.slots)
+            assert isinstance(outcome, tuple), "an awaited op is never answered inline"
+            server._answer_table(conn, event, outcome)
         else:
             server._answer_results(conn, event, server._run_batch(event, self.slots))
 
     async def _answer_in_turns(self, event: Any) -> None:
-        if isinstance(event, bp.HelloRequestReceived) or _small(event):
+        if _inline(event, self.server):
             self._answer_now(event)
             return
         server = self.server
         if event.op in (bp.Op.STEP, bp.Op.RESET):
             parts = []
             for part in _chunks(event):
-                parts.append(server._run_episode_op(part, self.slots))
+                outcome = server._run_episode_op(part, self.slots)
+                parts.append(outcome if isinstance(outcome, tuple) else await outcome)
                 await self._turn()
             server._answer_table(self.conn, event, _merge_parts(parts))
             return
@@ -661,8 +730,11 @@ class _BatchChannel:
         self.server._release(len(slots))
 
 
-def _small(event: Any) -> bool:
-    return isinstance(event, bp.HelloRequestReceived) or len(event.slots) <= CHUNK
+def _inline(event: Any, server: EnvServer) -> bool:
+    """Whether a request is answered as it arrives: small, and no coroutine to await."""
+    if isinstance(event, bp.HelloRequestReceived):
+        return True
+    return len(event.slots) <= CHUNK and not server.awaits_op(event.op)
 
 
 def _chunks(event: bp.BatchRequestReceived) -> list[bp.BatchRequestReceived]:
@@ -743,9 +815,62 @@ def _no_such_slot(slot: int) -> bp.SlotError:
     return bp.SlotError(bp.SlotErrorCode.NO_SUCH_SLOT.value, f"slot {slot} is not open")
 
 
+def _send_json_observation(session: op.ServerSession, obs: Any) -> None:
+    fields, reward, done, metadata = _split_observation(obs, keep_metadata=True)
+    session.send_observation(fields, reward, done, metadata)
+
+
+def _send_json_error(session: op.ServerSession, exc: Exception) -> None:
+    if isinstance(exc, ValidationError):
+        session.send_error(op.ErrorCode.VALIDATION_ERROR, "Invalid message", errors=_errors(exc))
+        return
+    logger.debug("environment raised", exc_info=True)
+    session.send_error(op.ErrorCode.EXECUTION_ERROR, str(exc) or type(exc).__name__)
+
+
+def _is_async_override(env_factory: Callable[[], Any], name: str) -> bool:
+    """Whether the class has a coroutine ``name`` of its own (``step_async`` ...).
+
+    OpenEnv's base ``Environment`` has ``step_async`` / ``reset_async`` that call the sync
+    method; as OpenEnv's server does, only an override is awaited (an MCP environment's
+    ``step_async`` calls its tools without a thread of its own).
+    """
+    method = getattr(env_factory, name, None)
+    if not inspect.iscoroutinefunction(method):
+        return False
+    owner = next((k for k in getattr(env_factory, "__mro__", ()) if name in vars(k)), None)
+    if owner is None:
+        return False
+    return not (owner.__name__ == "Environment" and owner.__module__.startswith("openenv."))
+
+
 def _execution_error(exc: BaseException) -> bp.SlotError:
     logger.debug("environment raised", exc_info=exc)
     return bp.SlotError(op.ErrorCode.EXECUTION_ERROR.value, str(exc) or type(exc).__name__)
+
+
+_EpisodeOutcome = tuple[list[Any], ObservationBatch | None, list[int]]
+
+
+async def _run_async(
+    results: list[Any], envs: list[Any], ready: list[int], inputs: list[Any], op_: bp.Op
+) -> _EpisodeOutcome:
+    """``step_async`` / ``reset_async`` of every ready slot, side by side."""
+
+    async def one(env: Any, value: Any) -> Any:
+        try:
+            if op_ is bp.Op.RESET:
+                return await env.reset_async(**value)
+            return await env.step_async(value)
+        except Exception as exc:
+            return _execution_error(exc)
+
+    outcomes = await asyncio.gather(
+        *(one(env, value) for env, value in zip(envs, inputs, strict=True))
+    )
+    for k, outcome in zip(ready, outcomes, strict=True):
+        results[k] = outcome
+    return results, None, ready
 
 
 def _step_one(env: Any, action: Any) -> Any:

@@ -39,6 +39,7 @@ from typing import Any, Protocol, cast
 
 import h11
 from websockets.exceptions import InvalidState
+from websockets.extensions.permessage_deflate import ServerPerMessageDeflateFactory
 from websockets.frames import CloseCode, Frame, Opcode
 from websockets.http11 import Request as WsRequest
 from websockets.http11 import Response as WsResponse
@@ -79,6 +80,8 @@ class Limits:
         token: The bearer token every request must carry, or None.
         allowed_origins: ``Origin`` values accepted (browsers send one; others do not).
         server_name: The ``Server`` header.
+        compression: Accept permessage-deflate when a client offers it (``max_frame``
+            bounds the inflated size).
     """
 
     max_connections: int = 8192
@@ -94,6 +97,7 @@ class Limits:
     token: str | None = None
     allowed_origins: tuple[str, ...] = ()
     server_name: str = "openenv-gym"
+    compression: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -479,6 +483,7 @@ class _Connection(asyncio.Protocol):
             subprotocols=[Subprotocol(chosen)] if chosen else None,
             select_subprotocol=(lambda _p, _offered: Subprotocol(chosen)) if chosen else None,
             max_size=self.limits.max_frame,
+            extensions=[ServerPerMessageDeflateFactory()] if self.limits.compression else None,
         )
         self._ws = protocol
         raw, self._buffer = bytes(self._buffer), bytearray()

@@ -12,9 +12,9 @@ import inspect
 import typing
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Annotated, Any
 
-from pydantic import BaseModel
+from pydantic import BaseModel, Discriminator, Tag
 
 from openenv_gym.exceptions import ConfigurationError
 from openenv_gym.server.environment import Observation, State
@@ -30,11 +30,22 @@ BUILTIN_SERVERS: dict[str, str] = {
 
 @dataclass(frozen=True, slots=True)
 class EnvModels:
-    """The Pydantic models of an environment's action, observation and state."""
+    """The Pydantic models of an environment's action, observation and state.
+
+    Attributes:
+        action: The action model ``/schema`` publishes.
+        observation: The observation model ``/schema`` publishes.
+        state: The state model.
+        accepts: What actions are validated as, when not just ``action``: for an OpenEnv
+            MCP environment, ``ListToolsAction`` or ``CallToolAction`` chosen by the
+            ``type`` field, anything else the class's own action (as OpenEnv's
+            ``deserialize_action`` does).
+    """
 
     action: type[BaseModel]
     observation: type[BaseModel]
     state: type[BaseModel]
+    accepts: Any = None
 
 
 def load_env(spec: str) -> Callable[[], Any]:
@@ -102,4 +113,52 @@ def resolve_models(env_factory: Callable[[], Any]) -> EnvModels:
     prop = getattr(env_factory, "state", None)
     if state is None and isinstance(prop, property):
         state = _model(_hinted(prop.fget, "return"))
-    return EnvModels(action, observation or Observation, state or State)
+    models = EnvModels(action, observation or Observation, state or State)
+    return _mcp_models(env_factory, models) or models
+
+
+def _mcp_models(env_factory: Callable[[], Any], models: EnvModels) -> EnvModels | None:
+    """The models of an OpenEnv ``MCPEnvironment`` subclass, as upstream serves them.
+
+    Upstream's MCP environments annotate ``step(action: Action)`` and are served with
+    ``create_app(Env, CallToolAction, CallToolObservation)``: ``/schema`` publishes those,
+    and a ``{"type": "list_tools"}`` or ``{"type": "call_tool", ...}`` action becomes its
+    MCP model whatever the class's own action model is.
+    """
+    base = next(
+        (
+            kind
+            for kind in getattr(env_factory, "__mro__", ())
+            if kind.__name__ == "MCPEnvironment" and kind.__module__.startswith("openenv.")
+        ),
+        None,
+    )
+    if base is None:
+        return None
+    package = base.__module__.rsplit(".", 1)[0]
+    try:
+        types = importlib.import_module(package + ".mcp_types")
+        listing, calling = types.ListToolsAction, types.CallToolAction
+        called = types.CallToolObservation
+        plain = importlib.import_module(package + ".types").Action
+    except (ImportError, AttributeError):
+        return None
+    own = models.action
+    if own not in (listing, calling, plain):
+        return None  # an action model of its own: upstream validates it as it is
+    mcp = {"list_tools": listing, "call_tool": calling}
+
+    def kind(value: Any) -> str:
+        tag = value.get("type") if isinstance(value, dict) else getattr(value, "type", None)
+        return tag if tag in mcp else "own"
+
+    accepts = Annotated[
+        Annotated[listing, Tag("list_tools")]  # type: ignore[valid-type]
+        | Annotated[calling, Tag("call_tool")]  # type: ignore[valid-type]
+        | Annotated[own, Tag("own")],  # type: ignore[valid-type]
+        Discriminator(kind),
+    ]
+    observation = models.observation
+    if not issubclass(observation, called):
+        observation = called
+    return EnvModels(calling, observation, models.state, accepts)

@@ -16,6 +16,13 @@ Apps:
   ``reset_async`` / ``step_async`` its ``Environment`` base provides, so the app is given a
   subclass of that base delegating to one instance of our class per session.
 * ``broken`` -- the counter, but every instance's constructor raises (FACTORY_ERROR).
+* ``mcp_echo``, ``linewalk`` -- MCP tool environments on OpenEnv's ``MCPEnvironment`` with
+  FastMCP tools, served with ``CallToolAction`` / ``CallToolObservation`` as upstream's
+  echo is (:mod:`openenv_mcp_envs`).
+* ``textarena_wordle`` -- Wordle in the message layout of OpenEnv's ``textarena_env`` (one
+  merged, growing transcript; seeds ignored) (:mod:`openenv_textarena_env`).
+* ``gridworld`` -- an enum action, shaped as upstream's ``grid_world_env``
+  (:mod:`openenv_gridworld_env`).
 
 ``--factory`` picks ``create_app`` or ``create_fastapi_app``; both exist in openenv-core
 0.3.0 and openenv 0.10.0. ``state_cls`` is passed only where the factory takes it (>= 0.4;
@@ -94,12 +101,53 @@ def _catch() -> tuple[Callable[[], Any], type, type, type]:
     return adapt(CatchEnvironment), CatchAction, CatchObservation, CatchState
 
 
+def _mcp_echo() -> tuple[Callable[[], Any], type, type, type]:
+    from openenv.core.env_server.mcp_types import CallToolAction, CallToolObservation
+    from openenv.core.env_server.types import State
+    from openenv_mcp_envs import McpEchoEnvironment
+
+    return McpEchoEnvironment, CallToolAction, CallToolObservation, State
+
+
+def _linewalk() -> tuple[Callable[[], Any], type, type, type]:
+    from openenv.core.env_server.mcp_types import CallToolAction, CallToolObservation
+    from openenv_mcp_envs import LineWalkEnvironment, LineWalkState
+
+    return LineWalkEnvironment, CallToolAction, CallToolObservation, LineWalkState
+
+
+def _textarena_wordle() -> tuple[Callable[[], Any], type, type, type]:
+    from openenv_textarena_env import (
+        TextArenaAction,
+        TextArenaObservation,
+        TextArenaState,
+        TextArenaWordle,
+    )
+
+    return TextArenaWordle, TextArenaAction, TextArenaObservation, TextArenaState
+
+
+def _gridworld() -> tuple[Callable[[], Any], type, type, type]:
+    from openenv.core.env_server.types import State
+    from openenv_gridworld_env import (
+        GridWorldAction,
+        GridWorldEnvironment,
+        GridWorldObservation,
+    )
+
+    return GridWorldEnvironment, GridWorldAction, GridWorldObservation, State
+
+
 APPS: dict[str, Callable[[], tuple[Callable[[], Any], type, type, type]]] = {
     "counter": _counter,
     "broken": _broken,
     "echo": _echo,
     "wordle": _wordle,
     "catch": _catch,
+    "mcp_echo": _mcp_echo,
+    "linewalk": _linewalk,
+    "textarena_wordle": _textarena_wordle,
+    "gridworld": _gridworld,
 }
 
 

@@ -28,7 +28,7 @@ import os
 import time
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Literal
 
 import numpy as np
 from gymnasium import spaces
@@ -132,6 +132,53 @@ class CounterEnv(Environment[CounterAction, CounterObservation, CounterState]):
             count=self._count,
             episode_length=self._length,
         )
+
+
+MOVE_SPEC = "openenv_gym_vector_envs:MoveEnv"
+
+
+class MoveAction(Action):
+    """A move of several fields: Generic-v0 makes it a ``Dict`` action space."""
+
+    dx: Literal[-1, 0, 1]
+    dy: Literal[-1, 0, 1]
+    label: Literal["walk", "run"]
+
+
+class MoveObservation(Observation):
+    """Where the walker is and the label of its last move."""
+
+    x: int = 0
+    y: int = 0
+    label: str = ""
+
+
+class MoveEnv(Environment[MoveAction, MoveObservation, State]):
+    """A walker on a plane: each step adds ``(dx, dy)`` (twice when running)."""
+
+    action_type: ClassVar[type[Action]] = MoveAction
+    observation_type: ClassVar[type[Observation]] = MoveObservation
+    state_type: ClassVar[type[State]] = State
+
+    def __init__(self) -> None:
+        self._x = self._y = 0
+
+    def reset(self, seed: int | None = None, **kwargs: Any) -> MoveObservation:
+        """Back to the origin."""
+        self._x = self._y = 0
+        return MoveObservation()
+
+    def step(self, action: MoveAction) -> MoveObservation:
+        """Move."""
+        times = 2 if action.label == "run" else 1
+        self._x += times * action.dx
+        self._y += times * action.dy
+        return MoveObservation(x=self._x, y=self._y, label=action.label, reward=0.0)
+
+    @property
+    def state(self) -> State:
+        """The base state."""
+        return State()
 
 
 def wait_for_file(path: str | None, limit: float) -> None:

@@ -375,8 +375,8 @@ def test_wrong_number_of_actions(make_vector: MakeVector, protocol: str) -> None
         envs.step([0, 0, 0])
     with pytest.raises(ValueError, match=r"got 5 actions for 4 sub-environments"):
         envs.step(np.zeros(5, dtype=np.int64))
-    # a scalar is one action for four envs (Gymnasium's SyncVectorEnv raises TypeError)
-    with pytest.raises(ValueError, match=r"got 1 actions for 4 sub-environments"):
+    # a scalar is one action, not a batch (a TypeError too, as Gymnasium's SyncVectorEnv)
+    with pytest.raises(ValueError, match=r"got the single action 0, not a batch"):
         envs.step(0)
     # nothing was sent: each env steps exactly once now
     check_step(envs.step(np.zeros(4, dtype=np.int64)), [1, 1, 1, 1], [1, 1, 1, 1], [False] * 4)
