@@ -105,20 +105,25 @@ class Dispatcher:
         """
         if want is None:
             want = sum(len(p.ids) for p in pending)
+        shards = list({id(p.shard): p.shard for p in pending}.values())
+        deadline = deadline_after(timeout)
+        if len(shards) == 1 and len(sockets := shards[0].sockets) == 1:
+            # one socket (one server, one frame: the usual case): no stack of locks
+            with sockets[0].lock:
+                return self._collect(pending, want, deadline, shards)
         with contextlib.ExitStack() as held:
             # while this call waits on them, the keepalive thread keeps off the sockets
-            for shard in {p.shard for p in pending}:
+            for shard in shards:
                 for ws in shard.sockets:
                     held.enter_context(ws.lock)
-            return self._collect(pending, want, deadline_after(timeout))
+            return self._collect(pending, want, deadline, shards)
 
     def _collect(
-        self, pending: Sequence[Pending], want: int, deadline: float | None
+        self, pending: Sequence[Pending], want: int, deadline: float | None, shards: list[Shard]
     ) -> list[Pending]:
         waiting = list(pending)
         done: list[Pending] = []
         count = 0
-        shards = {p.shard for p in waiting}
         started = time.monotonic()
         late = any((d := p.shard.deadline(p.ticket)) is not None and d <= started for p in waiting)
         # first round: what already came in; everything when the caller comes back after a
@@ -135,10 +140,11 @@ class Dispatcher:
         )
         while True:
             self._check_interrupt()
-            for shard in {p.shard for p in waiting}:
+            # shards whose requests are all done are polled too: harmless (replies wait)
+            for shard in shards:
                 shard.poll(ready)
             now = time.monotonic()
-            for shard in {p.shard for p in waiting}:
+            for shard in shards:
                 shard.expire(now)  # after reading: what came by now counts
             still = []
             for p in waiting:
@@ -153,7 +159,7 @@ class Dispatcher:
             ready = self._wait(waiting, deadline)
             if not ready:
                 now = time.monotonic()
-                for shard in {p.shard for p in waiting}:
+                for shard in shards:
                     shard.expire(now)
                 if deadline is not None and now >= deadline:
                     return done
