@@ -26,7 +26,7 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["InfoColumns", "Nested", "batch_info_columns", "batch_infos"]
+__all__ = ["InfoColumns", "Nested", "batch_info_columns", "batch_infos", "info_at"]
 
 
 class Nested(dict[str, Any]):
@@ -302,3 +302,20 @@ def _every_row(n: int, chunk: InfoColumns) -> dict[str, Any]:
             out[key] = _full_column(key, _entries(column, False, n), n)
         out[f"_{key}"] = ones.copy()
     return out
+
+
+def info_at(infos: Mapping[str, Any], j: int) -> dict[str, Any]:
+    """Sub-env ``j``'s info out of a vector env's batched infos (``_key`` masks honoured).
+
+    >>> info_at(batch_infos([{"score": 1}, {}]), 0), info_at(batch_infos([{"score": 1}, {}]), 1)
+    ({'score': np.int64(1)}, {})
+    """
+    info: dict[str, Any] = {}
+    for key, value in infos.items():
+        if key.startswith("_"):
+            continue
+        mask = infos.get(f"_{key}")
+        if mask is not None and not mask[j]:
+            continue
+        info[key] = info_at(value, j) if isinstance(value, Mapping) else value[j]
+    return info

@@ -20,6 +20,7 @@ from gymnasium.vector import VectorEnv
 from gymnasium.vector.utils import batch_space, concatenate, create_empty_array, iterate
 
 from openenv_gym.exceptions import EpisodeOverError, InvalidActionError
+from openenv_gym.infos import info_at
 from openenv_gym.integrations.text import TextInterface, action_check, text_interface
 from openenv_gym.vector import OpenEnvVectorEnv
 
@@ -60,19 +61,6 @@ def step_text(
         ending = "The episode is over" + (f": {reason}" if isinstance(reason, str) else ".")
         text = f"{text}\n{ending}" if text else ending
     return text
-
-
-def info_at(infos: Mapping[str, Any], j: int) -> dict[str, Any]:
-    """Sub-env ``j``'s info out of a vector env's batched infos (``_key`` masks honoured)."""
-    info: dict[str, Any] = {}
-    for key, value in infos.items():
-        if key.startswith("_"):
-            continue
-        mask = infos.get(f"_{key}")
-        if mask is not None and not mask[j]:
-            continue
-        info[key] = info_at(value, j) if isinstance(value, Mapping) else value[j]
-    return info
 
 
 class Lockstep:

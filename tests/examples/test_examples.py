@@ -19,7 +19,7 @@ def run_example(name: str, *args: str) -> str:
         [sys.executable, str(ROOT / "examples" / name), "--smoke", *args],
         capture_output=True,
         text=True,
-        timeout=120,
+        timeout=280,
         cwd=ROOT,
     )
     assert result.returncode == 0, result.stderr
@@ -68,3 +68,63 @@ def test_vllm_wordle_smoke() -> None:
     assert games is not None, out
     assert games.group(1) == games.group(2) == "4"  # every game played to its end
     assert "You are Playing Wordle." in out
+
+
+def _has(*modules: str) -> bool:
+    import importlib.util
+
+    return all(importlib.util.find_spec(m) is not None for m in modules)
+
+
+needs_sb3 = pytest.mark.skipif(
+    not _has("stable_baselines3", "tyro", "matplotlib"), reason="needs the sb3 and examples extras"
+)
+needs_torch = pytest.mark.skipif(
+    not _has("torch", "tyro", "matplotlib"), reason="needs torch and the examples extra"
+)
+
+
+@needs_sb3
+@pytest.mark.timeout(300)
+def test_sb3_catch_ppo_smoke(tmp_path: Path) -> None:
+    png = tmp_path / "curve.png"
+    out = run_example("sb3_catch_ppo.py", "--plot", str(png))
+    assert re.search(r"trained: \d+ steps", out), out
+    assert re.search(r"eval mean return: [+-]\d\.\d\d over 20 episodes", out), out
+    assert png.stat().st_size > 1000  # a PNG with a curve in it
+
+
+@needs_torch
+@pytest.mark.timeout(300)
+def test_ppo_catch_smoke(tmp_path: Path) -> None:
+    png = tmp_path / "curve.png"
+    out = run_example("ppo_catch.py", "--plot", str(png))
+    episodes = re.search(r"episodes: (\d+)", out)
+    assert episodes is not None, out
+    assert int(episodes.group(1)) > 0
+    assert png.stat().st_size > 1000
+
+
+@needs_torch
+@pytest.mark.slow
+@pytest.mark.timeout(900)
+def test_ppo_catch_learns() -> None:
+    """The single-file PPO reaches a mean return >= 0.9 (random: about -0.6) in 30k steps."""
+    result = subprocess.run(
+        [
+            sys.executable,
+            str(ROOT / "examples" / "ppo_catch.py"),
+            "--total-steps",
+            "30000",
+            "--plot",
+            "None",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        cwd=ROOT,
+    )
+    assert result.returncode == 0, result.stderr
+    last = re.search(r"last-tenth mean return: ([+-]\d\.\d\d)", result.stdout)
+    assert last is not None, result.stdout
+    assert float(last.group(1)) >= 0.9, result.stdout
