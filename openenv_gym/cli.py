@@ -13,14 +13,18 @@ import asyncio
 import contextlib
 import json
 import logging
+import os
 import signal
 import sys
 import threading
 from collections.abc import Sequence
+from typing import Any
 
+from openenv_gym import cli_ray
 from openenv_gym._version import __version__
-from openenv_gym.config import Timeouts, env_flag
+from openenv_gym.config import Timeouts, env_flag, parse_count, parse_seconds
 from openenv_gym.exceptions import ConfigurationError, OpenEnvGymError
+from openenv_gym.server.settings import ServerConfig, ServerMode, options
 
 __all__ = ["main"]
 
@@ -34,13 +38,44 @@ def _parser() -> argparse.ArgumentParser:
     serve = sub.add_parser("serve", help="serve an environment over OpenEnv /ws and /batch")
     serve.add_argument("name", nargs="?", help="wordle, echo, catch (or use --env)")
     serve.add_argument("--env", help="an environment class as package.module:ClassName")
-    serve.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1)")
-    serve.add_argument("--port", type=int, default=8000, help="port (0: a free one)")
     serve.add_argument(
-        "--max-sessions", type=int, default=4096, help="most live env instances (default 4096)"
+        "--host",
+        default="127.0.0.1",
+        help="address to bind (default 127.0.0.1; any other needs --token or --insecure)",
     )
-    serve.add_argument("--max-frame", type=int, default=16 * 2**20, help="largest frame, bytes")
+    serve.add_argument("--port", default="8000", help="port, 0..65535 (0: a free one)")
+    for option in options():
+        shown = f"{option.default:g}" if option.kind == "seconds" else str(option.default)
+        serve.add_argument(
+            option.flag,
+            metavar="SECONDS" if option.kind == "seconds" else "N",
+            help=f"{option.help} (default {shown}; env {option.env_var})",
+        )
+    serve.add_argument(
+        "--token",
+        help="bearer token every request must carry (default: env OPENENV_GYM_TOKEN, "
+        "which other users cannot read in the process list)",
+    )
+    serve.add_argument(
+        "--allow-origin",
+        action="append",
+        default=[],
+        metavar="ORIGIN",
+        help="accept WebSocket upgrades and requests from this browser origin, e.g. "
+        "https://example.org (repeatable; by default any Origin header is refused)",
+    )
+    serve.add_argument(
+        "--insecure",
+        action="store_true",
+        help="serve a non-loopback --host without a token (anyone who reaches it can use it)",
+    )
     serve.add_argument("--compression", action="store_true", help="offer permessage-deflate")
+    serve.add_argument(
+        "--mode",
+        choices=[mode.value for mode in ServerMode],
+        help="simulation: also serve HTTP /reset /step /state (OpenEnv's default); production: "
+        "not (agents use /mcp) (default simulation; env OPENENV_GYM_MODE)",
+    )
     serve.add_argument(
         "--exit-with-stdin",
         action="store_true",
@@ -99,6 +134,7 @@ def _parser() -> argparse.ArgumentParser:
     )
     gc.add_argument("--all", action="store_true", help="remove every labelled container")
     gc.add_argument("--log-level", default="WARNING")
+    cli_ray.add_commands(sub)
     return parser
 
 
@@ -111,7 +147,7 @@ def _watch_stdin(loop: asyncio.AbstractEventLoop, stop: asyncio.Event) -> None:
 
 
 async def _serve(args: argparse.Namespace) -> int:
-    from openenv_gym.server.app import EnvServer, ServerConfig
+    from openenv_gym.server.app import EnvServer
     from openenv_gym.server.loader import load_env
 
     spec = args.env or args.name
@@ -119,13 +155,7 @@ async def _serve(args: argparse.Namespace) -> int:
         raise OpenEnvGymError(
             "name an environment (wordle, echo, catch) or pass --env module:Class"
         )
-    config = ServerConfig(
-        host=args.host,
-        port=args.port,
-        max_sessions=args.max_sessions,
-        max_frame=args.max_frame,
-        compression=args.compression,
-    )
+    config = _server_config(args)
     env_cls = load_env(spec)
     try:
         server = EnvServer(env_cls, config, name=spec.rsplit(":", 1)[-1].lower())
@@ -133,6 +163,8 @@ async def _serve(args: argparse.Namespace) -> int:
         raise
     except Exception as exc:
         raise OpenEnvGymError(f"cannot build environment {spec!r}: {exc!r}") from exc
+    _raise_fd_limit(config.max_connections)  # the process is a server from here on
+    _return_large_blocks()
     try:
         await server.start()
     except OSError as exc:
@@ -148,6 +180,67 @@ async def _serve(args: argparse.Namespace) -> int:
     await stop.wait()
     await server.aclose()
     return 0
+
+
+def _server_config(args: argparse.Namespace) -> ServerConfig:
+    """The flags over the ``OPENENV_GYM_*`` variables over the defaults, all checked."""
+    try:
+        port = int(args.port)
+    except ValueError:
+        raise ConfigurationError(f"--port={args.port!r} is not an integer") from None
+    if not 0 <= port <= 65535:
+        raise ConfigurationError(f"--port must be in 0..65535, got {args.port}")
+    overrides: dict[str, Any] = {}
+    for option in options():
+        text = getattr(args, option.name)
+        if text is not None:
+            parse = parse_count if option.kind == "count" else parse_seconds
+            overrides[option.name] = parse(text, option.flag)
+    if args.token is not None:
+        overrides["token"] = args.token
+    return ServerConfig.from_env(
+        host=args.host,
+        port=port,
+        compression=args.compression,
+        allowed_origins=tuple(args.allow_origin),
+        insecure=args.insecure,
+        **overrides,
+        **({} if args.mode is None else {"mode": args.mode}),
+    )
+
+
+def _return_large_blocks() -> None:
+    """glibc: blocks of 4 MiB and more come from mmap, so freed frames leave the process.
+
+    By default glibc raises that threshold to the largest block freed (up to 32 MiB):
+    after one 15 MB frame, every later one stays in the heap once freed, and RSS never
+    comes back down. ``MALLOC_MMAP_THRESHOLD_`` in the environment wins over this.
+    """
+    if "MALLOC_MMAP_THRESHOLD_" in os.environ or not sys.platform.startswith("linux"):
+        return
+    with contextlib.suppress(OSError, AttributeError):
+        import ctypes
+
+        ctypes.CDLL(None).mallopt(-3, 4 * 2**20)  # M_MMAP_THRESHOLD (-3 in glibc and musl)
+
+
+def _raise_fd_limit(max_connections: int) -> None:
+    """Let the process hold ``max_connections`` sockets (the soft limit is often 1024)."""
+    with contextlib.suppress(ImportError, ValueError, OSError):
+        import resource
+
+        soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+        wanted = max_connections + 256  # listening sockets, pipes, the environments' files
+        if soft != resource.RLIM_INFINITY and soft < wanted:
+            target = wanted if hard == resource.RLIM_INFINITY else min(wanted, hard)
+            resource.setrlimit(resource.RLIMIT_NOFILE, (target, hard))
+            soft = target
+        if soft != resource.RLIM_INFINITY and soft < wanted:
+            logger.warning(
+                "the open-file limit (%d) is below --max-connections + 256: connections "
+                "beyond it wait until others close",
+                soft,
+            )
 
 
 def _check(args: argparse.Namespace) -> int:
@@ -213,6 +306,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             return _images(args)
         if args.command == "gc":
             return _gc(args)
+        if args.command == "ray":
+            return cli_ray.run(args)
         if args.command == "serve":
             if not env_flag("OPENENV_GYM_NO_UVLOOP"):
                 with contextlib.suppress(ImportError):

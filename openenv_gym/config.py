@@ -6,6 +6,7 @@ Every environment variable the package reads is listed in :data:`ENV_VARS` (and 
 
 from __future__ import annotations
 
+import math
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
@@ -13,7 +14,16 @@ from typing import Any
 
 from openenv_gym.exceptions import ConfigurationError
 
-__all__ = ["ENV_VARS", "Timeouts", "env_flag", "env_float", "env_str"]
+__all__ = [
+    "ENV_VARS",
+    "Timeouts",
+    "env_count",
+    "env_flag",
+    "env_float",
+    "env_str",
+    "parse_count",
+    "parse_seconds",
+]
 
 ENV_VARS: dict[str, str] = {
     "OPENENV_GYM_CONNECT_TIMEOUT": "seconds to open a connection (default 10)",
@@ -23,6 +33,25 @@ ENV_VARS: dict[str, str] = {
     "OPENENV_GYM_PROTOCOL": "auto | batch | json: wire protocol of new sessions (default auto)",
     "OPENENV_GYM_NO_UVLOOP": "1: servers use the asyncio loop even when uvloop is installed",
     "OPENENV_GYM_PYTHON": "interpreter that runs local servers (default: the current one)",
+    # `openenv-gym serve` (ServerConfig.from_env); a flag wins over its variable
+    "OPENENV_GYM_TOKEN": (
+        "bearer token: serve demands it; clients send it (default token=) and give it to "
+        "the local and Docker servers they start (default: none; a fresh one per server)"
+    ),
+    "OPENENV_GYM_MODE": "serve: simulation | production: HTTP /reset /step /state or not",
+    "OPENENV_GYM_MAX_SESSIONS": "serve: most live environment instances (default 4096)",
+    "OPENENV_GYM_MAX_FRAME": "serve: largest WebSocket message, bytes (default 16 MiB)",
+    "OPENENV_GYM_MAX_CONNECTIONS": "serve: open connections at once (default 8192)",
+    "OPENENV_GYM_MAX_REQUEST_SLOTS": "serve: most slots one batched request names (default 8192)",
+    "OPENENV_GYM_MAX_CONNECTION_SLOTS": "serve: most slots open on one connection (default 8192)",
+    "OPENENV_GYM_IDLE_TIMEOUT": "serve: seconds a WebSocket may send nothing (default 900)",
+    "OPENENV_GYM_HANDSHAKE_TIMEOUT": "serve: seconds to send a request head (default 10)",
+    "OPENENV_GYM_MAX_BODY": "serve: largest HTTP request body, bytes (default 1 MiB)",
+    "OPENENV_GYM_MAX_QUEUE_BYTES": "serve: received bytes waiting per connection (default 16 MiB)",
+    "OPENENV_GYM_MAX_SEND_BUFFER": "serve: unsent bytes per connection (default 16 MiB)",
+    "OPENENV_GYM_SEND_TIMEOUT": "serve: seconds a peer may take nothing we send (default 60)",
+    "OPENENV_GYM_PING_INTERVAL": "serve: seconds between WebSocket pings (default 20)",
+    "OPENENV_GYM_PING_TIMEOUT": "serve: seconds to wait for a pong (default 20)",
 }
 
 
@@ -37,16 +66,50 @@ def env_str(name: str, default: str | None = None) -> str | None:
 def env_float(name: str, default: float | None) -> float | None:
     """Read a float seconds variable; ``none`` / ``off`` disable it."""
     raw = env_str(name)
-    if raw is None:
-        return default
-    if raw.lower() in ("none", "off"):
+    return default if raw is None else parse_seconds(raw, name)
+
+
+def env_count(name: str, default: int) -> int:
+    """Read a positive integer variable (a count or a size in bytes)."""
+    raw = env_str(name)
+    return default if raw is None else parse_count(raw, name)
+
+
+def parse_seconds(text: str, what: str) -> float | None:
+    """Seconds from text: a number > 0, or ``none`` / ``off`` (None: disabled).
+
+    >>> parse_seconds("2.5", "--idle-timeout"), parse_seconds("off", "--idle-timeout")
+    (2.5, None)
+
+    Raises:
+        ConfigurationError: Naming ``what`` (a flag or a variable).
+    """
+    if text.strip().lower() in ("none", "off"):
         return None
     try:
-        value = float(raw)
+        value = float(text)
     except ValueError:
-        raise ConfigurationError(f"{name}={raw!r} is not a number of seconds") from None
+        raise ConfigurationError(f"{what}={text!r} is not a number of seconds") from None
+    if not 0 < value < math.inf:
+        raise ConfigurationError(f"{what} must be > 0 seconds (or none), got {text!r}")
+    return value
+
+
+def parse_count(text: str, what: str) -> int:
+    """A positive integer from text (``16777216`` or ``16_777_216``).
+
+    >>> parse_count("4_096", "--max-sessions")
+    4096
+
+    Raises:
+        ConfigurationError: Naming ``what`` (a flag or a variable).
+    """
+    try:
+        value = int(text)
+    except ValueError:
+        raise ConfigurationError(f"{what}={text!r} is not an integer") from None
     if value <= 0:
-        raise ConfigurationError(f"{name} must be > 0, got {value}")
+        raise ConfigurationError(f"{what} must be a positive integer, got {text!r}")
     return value
 
 

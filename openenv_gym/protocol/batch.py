@@ -24,6 +24,7 @@ events and replies with :meth:`BatchServer.send_results`.
 from __future__ import annotations
 
 import enum
+import io
 import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -850,6 +851,56 @@ def _parse_column(value: Any, n: int, name: str, dtype: np.dtype[Any], version: 
 # ---------------------------------------------------------------------- server side
 
 
+_PRESCAN = 64 * 1024
+"""Frames larger than this are checked for too many slots before they are decoded."""
+
+
+def _too_many_slots(op: Op, count: int, max_slots: int) -> RemoteProtocolError:
+    return RemoteProtocolError(
+        f"{op.value} names {count} slots; this server takes at most {max_slots} per request"
+    )
+
+
+def _too_many_slots_early(
+    data: bytes | str, max_slots: int, pending: Mapping[int, Any]
+) -> tuple[int, str] | None:
+    """The request id and refusal of a frame naming too many slots, read from its headers.
+
+    Reads the top-level keys up to ``slots``; when ``op`` (not ``hello``) and a valid
+    ``id`` not in flight come first, as every client writes them, the length of the
+    ``slots`` array is known without decoding its items (section 3.8). None: the frame is
+    left to the full decode, which refuses the same frames, more slowly.
+    """
+    fields: dict[str, Any] = {}
+    try:  # read from a view of the frame: only the bytes up to the array header are copied
+        unpacker = msgpack.Unpacker(
+            io.BytesIO(data),  # type: ignore[arg-type]
+            raw=False,
+            max_buffer_size=len(data),
+            read_size=min(len(data), _PRESCAN),
+        )
+        for _ in range(unpacker.read_map_header()):
+            key = unpacker.unpack()
+            if key == "slots":
+                count = unpacker.read_array_header()
+                break
+            if key in ("op", "id"):
+                fields[key] = unpacker.unpack()
+            else:
+                unpacker.skip()
+        else:
+            return None
+    except Exception:  # not msgpack, not a map, slots not an array: the decode will say
+        return None
+    name, rid = fields.get("op"), fields.get("id")
+    op = _OPS.get(name) if isinstance(name, str) else None
+    if count <= max_slots or op in (None, Op.HELLO) or not _is_uint(rid):
+        return None
+    if rid == 0 or rid > MAX_REQUEST_ID or rid in pending:
+        return None
+    return rid, str(_too_many_slots(op, count, max_slots))
+
+
 class BatchServer:
     """Server side of one batched connection.
 
@@ -890,6 +941,14 @@ class BatchServer:
 
         Any frame is either turned into one request event or answered with an error frame.
         """
+        max_slots = self.max_slots
+        if max_slots is not None and len(data) > _PRESCAN and self.state is ConnectionState.OPEN:
+            refused = _too_many_slots_early(data, max_slots, self._pending)
+            if refused is not None:  # answered from the headers: the slots are never decoded
+                refused_id, error = refused
+                code = FrameErrorCode.INVALID_REQUEST
+                self._queue({"op": "error", "id": refused_id, "code": code.value, "message": error})
+                return
         rid: int | None = None
         code = FrameErrorCode.INVALID_FRAME
         try:
@@ -943,12 +1002,10 @@ class BatchServer:
             return HelloRequestReceived(rid, tuple(versions), client)
         if self.state is ConnectionState.NEW:
             raise RemoteProtocolError(f"{op.value} before hello")
-        slots = _check_slots(message.get("slots"))
-        if self.max_slots is not None and len(slots) > self.max_slots:
-            raise RemoteProtocolError(
-                f"{op.value} names {len(slots)} slots; this server takes at most "
-                f"{self.max_slots} per request"
-            )
+        named = message.get("slots")
+        if self.max_slots is not None and isinstance(named, list) and len(named) > self.max_slots:
+            raise _too_many_slots(op, len(named), self.max_slots)  # before any per-slot work
+        slots = _check_slots(named)
         busy = self._busy.intersection(slots)
         if busy:
             raise RemoteProtocolError(f"slots {sorted(busy)} are in a request in flight")

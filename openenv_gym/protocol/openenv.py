@@ -184,12 +184,16 @@ def dumps(obj: Any) -> str:
     '{"type":"state","data":{"word":"café"}}'
 
     Raises:
-        LocalProtocolError: ``obj`` is not JSON (a NaN, a set, nesting too deep...).
+        LocalProtocolError: ``obj`` is not JSON (a NaN, a set, nesting too deep, a string
+            with a lone surrogate, which UTF-8 cannot carry...).
     """
     try:
-        return json.dumps(obj, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+        text = json.dumps(obj, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+        if not text.isascii():
+            text.encode()  # a lone surrogate ("\ud800") would fail only when sent
     except (TypeError, ValueError, RecursionError) as exc:
         raise LocalProtocolError(f"cannot encode as JSON: {exc}") from exc
+    return text
 
 
 def observation_payload(
@@ -524,6 +528,29 @@ class ServerSession:
         else:
             self._pending = request
         self._events.append(request)
+
+    def receive_invalid_text(self, data: bytes) -> None:
+        """Feed a text frame whose bytes are not UTF-8. Next: :meth:`data_to_send`.
+
+        RFC 6455 would fail the connection; as for any other text that is not JSON, the
+        frame is answered with ``INVALID_JSON`` and the session is kept (section 2.6).
+
+        Raises:
+            LocalProtocolError: As :meth:`receive_data`.
+        """
+        if self.closed:
+            raise LocalProtocolError("frame received on a closed session")
+        if self._pending is not None:
+            raise LocalProtocolError("previous request not answered yet")
+        try:
+            data.decode()
+        except UnicodeDecodeError as exc:
+            reason = str(exc)
+        else:
+            raise LocalProtocolError("the frame is UTF-8: feed it to receive_data")
+        self._outgoing.append(
+            _error_frame(ErrorCode.INVALID_JSON, f"Invalid JSON: text is not UTF-8: {reason}", {})
+        )
 
     def events_received(self) -> list[Request]:
         """Return and forget the requests parsed so far."""

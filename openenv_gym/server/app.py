@@ -6,7 +6,9 @@ Endpoints (``docs/protocol.md``):
   connection, exactly as OpenEnv servers do, so official OpenEnv clients work.
 * ``GET /batch`` (WebSocket, subprotocol ``openenv-gym.batch.v2`` or ``.v1``) -- the
   batched protocol: many instances (slots) per connection.
-* ``GET /health``, ``GET /schema``, ``GET /metadata`` -- JSON, as OpenEnv serves them.
+* every plain HTTP request (``/health``, ``/schema``, ``/metadata``, ``/openapi.json``,
+  ``POST /mcp``, and in simulation mode ``POST /reset``, ``POST /step``, ``GET /state``)
+  -- OpenEnv's HTTP API, :mod:`openenv_gym.server.httpapi`.
 
 Connections, HTTP and limits are :mod:`openenv_gym.server.http`'s; this module hosts the
 environment. Capacity (``max_sessions``) counts live instances over both endpoints.
@@ -29,96 +31,37 @@ from typing import Any
 
 from pydantic import BaseModel, TypeAdapter, ValidationError
 
-from openenv_gym._version import __version__
 from openenv_gym.exceptions import LocalProtocolError
 from openenv_gym.protocol import batch as bp
 from openenv_gym.protocol import openenv as op
 from openenv_gym.server.columns import batch_table, result_table
 from openenv_gym.server.environment import EnvironmentMetadata, ObservationBatch
+from openenv_gym.server.errors import (
+    describe,
+    execution_error,
+    validation_error,
+    validation_errors,
+    wire_safe,
+)
 from openenv_gym.server.http import (
     HttpRequest,
     HttpResponse,
-    Limits,
     Socket,
     WebSocketServer,
     json_response,
 )
+from openenv_gym.server.httpapi import EnvHost, HttpApi
 from openenv_gym.server.loader import EnvModels, resolve_models
+from openenv_gym.server.mcp import Attachment
+from openenv_gym.server.settings import SERVER_NAME, ServerConfig
 
 __all__ = ["EnvServer", "ServerConfig"]
 
 logger = logging.getLogger("openenv_gym.server")
 
-SERVER_NAME = f"openenv-gym/{__version__}"
-
 CHUNK = 64
 """Slots of one request stepped before other connections get a turn (if 2 ms passed)."""
 _TURN = 0.002
-
-
-@dataclass(frozen=True, slots=True)
-class ServerConfig:
-    """Server settings.
-
-    Attributes:
-        host: Address to bind. 127.0.0.1 unless told otherwise.
-        port: Port to bind; 0 picks a free one (read it back from :attr:`EnvServer.url`).
-        max_sessions: Most environment instances alive at once, over both endpoints.
-        max_frame: Largest WebSocket message accepted, in bytes.
-        compression: Accept permessage-deflate when a client offers it (off by default: it
-            costs ~30 % throughput on loopback).
-        ping_interval: Seconds between WebSocket pings (None: no pings).
-        ping_timeout: Seconds to wait for a pong before dropping the connection.
-        max_connections: Open connections at once (``docs/security.md``).
-        max_request_slots: Most slots one batched request may name.
-        max_connection_slots: Most slots one batched connection may hold open.
-        idle_timeout: Seconds a WebSocket may stay without a message (None: forever).
-        handshake_timeout: Seconds a new connection has to send its request head.
-        max_body: Largest HTTP request body, bytes.
-        max_queue_bytes: Received bytes one connection may have waiting.
-        max_send_buffer: Written bytes one connection may have waiting for its peer.
-        send_timeout: Seconds a peer may take nothing before it is dropped.
-        token: The bearer token every request must carry (None: none).
-        allowed_origins: ``Origin`` values accepted (browsers send one).
-    """
-
-    host: str = "127.0.0.1"
-    port: int = 0
-    max_sessions: int = 4096
-    max_frame: int = 16 * 2**20
-    compression: bool = False
-    ping_interval: float | None = 20.0
-    ping_timeout: float | None = 20.0
-    max_connections: int = 8192
-    max_request_slots: int = 8192
-    max_connection_slots: int = 8192
-    idle_timeout: float | None = 900.0
-    handshake_timeout: float | None = 10.0
-    max_body: int = 2**20
-    max_queue_bytes: int = 64 * 2**20
-    max_send_buffer: int = 64 * 2**20
-    send_timeout: float | None = 60.0
-    token: str | None = None
-    allowed_origins: tuple[str, ...] = ()
-
-    def limits(self) -> Limits:
-        """The connection layer's limits."""
-        return Limits(
-            max_connections=self.max_connections,
-            handshake_timeout=self.handshake_timeout,
-            idle_timeout=self.idle_timeout,
-            max_frame=self.max_frame,
-            max_body=self.max_body,
-            max_queue_bytes=self.max_queue_bytes,
-            max_send_buffer=self.max_send_buffer,
-            send_timeout=self.send_timeout,
-            ping_interval=self.ping_interval,
-            ping_timeout=self.ping_timeout,
-            token=self.token,
-            allowed_origins=self.allowed_origins,
-            server_name=SERVER_NAME,
-            compression=self.compression,
-        )
 
 
 def _capacity_message(active: int, limit: int) -> str:
@@ -165,6 +108,25 @@ class EnvServer:
             }
         )
         self._metadata = self._probe_metadata()
+        self.http_api = HttpApi(self._http_host(), self.config.mode)
+        """Every plain HTTP request: OpenEnv's HTTP API, ``/mcp``, ``/openapi.json``."""
+
+    def _http_host(self) -> EnvHost:
+        """What the HTTP API uses of this server (instances, capacity, models)."""
+        return EnvHost(
+            name=self.name,
+            models=self.models,
+            schema_json=self._schema,
+            metadata_json=self._metadata,
+            max_sessions=self.config.max_sessions,
+            idle_timeout=self.config.idle_timeout,
+            acquire=lambda: self._acquire() == 1,
+            release=self._release,
+            active=lambda: self.active,
+            create=self._create,
+            validate_action=self._action.validate_python,
+            awaits=self.awaits,
+        )
 
     # ------------------------------------------------------------------ lifecycle
     def _probe_metadata(self) -> str:
@@ -182,9 +144,16 @@ class EnvServer:
 
     async def start(self) -> None:
         """Bind and start serving. Next: :attr:`url`, then :meth:`aclose`."""
-        server = WebSocketServer(self, self.config.limits())
-        await server.start(self.config.host, self.config.port)
+        config = self.config
+        server = WebSocketServer(self, config.limits())
+        await server.start(config.host, config.port)
         self._server = server
+        if config.exposed:
+            logger.warning(
+                "serving on %s without a token (insecure): anyone who can reach this "
+                "address can drive its environments",
+                self.url,
+            )
 
     @property
     def port(self) -> int:
@@ -211,29 +180,22 @@ class EnvServer:
         """Stop accepting, close every connection (their instances close too)."""
         if self._server is not None:
             await self._server.close()
+        await self.http_api.aclose()
 
     # ------------------------------------------------------------------ HTTP
-    def handle_http(self, request: HttpRequest) -> HttpResponse:
-        """Answer a plain request (``GET /health``, ``/schema``, ``/metadata``)."""
-        path = request.path
-        if path in ("/ws", "/batch"):
-            return json_response(426, '{"detail":"WebSocket endpoint"}')
-        body = {
-            "/health": '{"status":"healthy"}',
-            "/schema": self._schema,
-            "/metadata": self._metadata,
-        }.get(path)
-        if body is None:
-            return json_response(404, '{"detail":"Not Found"}')
-        if request.method not in ("GET", "HEAD"):
-            return json_response(405, '{"detail":"Method Not Allowed"}', (("Allow", "GET"),))
-        return json_response(200, body)
+    def handle_http(self, request: HttpRequest) -> HttpResponse | Awaitable[HttpResponse]:
+        """Answer a plain request (:mod:`openenv_gym.server.httpapi`)."""
+        return self.http_api.handle(request)
 
     def open_channel(
         self, request: HttpRequest, offered: Sequence[str]
     ) -> tuple[Callable[[Socket], Any], str | None] | HttpResponse:
         """The channel of a WebSocket upgrade: ``/ws`` (JSON) or ``/batch``."""
         if request.path == "/ws":
+            attach = request.query.get("session_id")  # an MCP session's instance (openenv>=0.5)
+            if attach:
+                lent = self.http_api.attach(attach)
+                return (lambda socket: _JsonChannel(self, socket, lent)), None
             return (lambda socket: _JsonChannel(self, socket)), None
         if request.path == "/batch":
             versions = [v for name in offered if (v := bp.version_of(name)) is not None]
@@ -317,14 +279,12 @@ class EnvServer:
             else:
                 table = batch_table(batch, self.models.observation, results, ready, version)
             conn.send_table(request, table)
-        except (LocalProtocolError, ValueError, TypeError) as exc:
+        except Exception as exc:
             # some result cannot be encoded: fail only those (all of a batch hook's)
             if batch is not None:
-                failed = _execution_error(exc)
+                failed = execution_error(exc)
                 results = [failed if r is None else r for r in results]
-            checked = [
-                r if isinstance(r, bp.SlotError) else _encodable(_slot_result(r)) for r in results
-            ]
+            checked = [_checked_result(r) for r in results]
             fixed = [
                 c if isinstance(c, bp.SlotError) else r
                 for r, c in zip(results, checked, strict=True)
@@ -390,7 +350,7 @@ class EnvServer:
             outcome = _batched(hook, [envs[k] for k in ready], inputs)
             if isinstance(outcome, ObservationBatch):
                 for j, exc in outcome.errors.items():
-                    results[ready[j]] = _execution_error(exc)
+                    results[ready[j]] = execution_error(exc)
                 return results, outcome, ready
             for k, result in zip(ready, outcome, strict=True):
                 results[k] = result
@@ -400,10 +360,14 @@ class EnvServer:
         return results, None, ready
 
     def _validate_actions(self, args: list[Any]) -> list[Any]:
-        """The action models of ``args`` in one validation call; a SlotError where invalid."""
+        """The action models of ``args`` in one validation call; a SlotError where invalid.
+
+        A validator of the model may raise something else than a validation error: that
+        slot gets ``EXECUTION_ERROR``, the others are validated as usual.
+        """
         try:
             return list(self._actions.validate_python(args))
-        except ValidationError:
+        except Exception:
             pass  # some are invalid: find which, one by one
         validate = self._action.validate_python
         out: list[Any] = []
@@ -411,13 +375,9 @@ class EnvServer:
             try:
                 out.append(validate(arg))
             except ValidationError as exc:
-                out.append(
-                    bp.SlotError(
-                        op.ErrorCode.VALIDATION_ERROR.value,
-                        "Invalid message",
-                        {"errors": _errors(exc)},
-                    )
-                )
+                out.append(validation_error(exc))
+            except Exception as exc:
+                out.append(execution_error(exc))
         return out
 
     def _run_batch(
@@ -451,13 +411,10 @@ class EnvServer:
             return bp.SlotError(bp.SlotErrorCode.NO_SUCH_SLOT.value, f"slot {slot} is not open")
         try:
             return call(env, arg)
-        except ValidationError as exc:
-            return bp.SlotError(
-                op.ErrorCode.VALIDATION_ERROR.value, "Invalid message", {"errors": _errors(exc)}
-            )
+        except ValidationError as exc:  # e.g. a state model refusing what reset stored
+            return validation_error(exc)
         except Exception as exc:
-            logger.debug("environment raised", exc_info=True)
-            return bp.SlotError(op.ErrorCode.EXECUTION_ERROR.value, str(exc) or type(exc).__name__)
+            return execution_error(exc)
 
     def _open_slots(
         self, wanted: tuple[int, ...], slots: dict[int, Any]
@@ -506,15 +463,25 @@ class EnvServer:
 class _JsonChannel:
     """One OpenEnv ``/ws`` session: one instance for the connection's life."""
 
-    def __init__(self, server: EnvServer, socket: Socket) -> None:
+    def __init__(
+        self, server: EnvServer, socket: Socket, borrowed: Attachment | str | None = None
+    ) -> None:
         self.server = server
         self.socket = socket
         self.session = op.ServerSession()
         self.env: Any = None
         self._held = False
         self._task: asyncio.Task[None] | None = None
-        self._backlog: collections.deque[bytes | str] = collections.deque()
+        self._backlog: collections.deque[bytes | str | _InvalidText] = collections.deque()
         self._backlog_bytes = 0
+        self._borrowed: Attachment | None = None  # an MCP session's instance: not ours to close
+        if isinstance(borrowed, str):  # the session to attach to cannot be
+            self.session.send_error(op.ErrorCode.SESSION_ERROR, borrowed)
+            self._end()
+            return
+        if borrowed is not None:
+            self._borrowed, self.env = borrowed, borrowed.env
+            return
         if not server._acquire():
             limit = server.config.max_sessions
             self.session.send_error(
@@ -532,7 +499,11 @@ class _JsonChannel:
             self.session.send_error(op.ErrorCode.FACTORY_ERROR, str(exc), factory_name=exc.factory)
             self._end()
 
-    def on_message(self, message: bytes | str) -> None:
+    def on_invalid_text(self, data: bytes) -> None:
+        """A text frame that is not UTF-8: answered ``INVALID_JSON``, the session kept."""
+        self.on_message(_InvalidText(data))
+
+    def on_message(self, message: bytes | str | _InvalidText) -> None:
         """Answer one frame (at most one request: OpenEnv has no pipelining).
 
         While an awaited call (``step_async``) runs, later frames wait their turn; reading
@@ -546,11 +517,14 @@ class _JsonChannel:
             return
         self._handle(message)
 
-    def _handle(self, message: bytes | str) -> None:
+    def _handle(self, message: bytes | str | _InvalidText) -> None:
         session = self.session
         if self.env is None or session.closed:
             return
-        session.receive_data(message)
+        if isinstance(message, _InvalidText):
+            session.receive_invalid_text(message.data)
+        else:
+            session.receive_data(message)
         for request in session.events_received():
             later = self.server._answer_json(self.env, session, request)
             if later is not None:
@@ -589,7 +563,10 @@ class _JsonChannel:
 
     def _free(self) -> None:
         env, self.env = self.env, None
-        if env is not None:
+        borrowed, self._borrowed = self._borrowed, None
+        if borrowed is not None:
+            borrowed.detach()
+        elif env is not None:
             _close_env(env)
         if self._held:
             self._held = False
@@ -601,6 +578,16 @@ class _JsonChannel:
             self._task.cancel()
         self._backlog.clear()
         self._free()
+
+
+@dataclass(frozen=True, slots=True)
+class _InvalidText:
+    """A text frame whose bytes are not UTF-8, waiting its turn."""
+
+    data: bytes
+
+    def __len__(self) -> int:
+        return len(self.data)
 
 
 class _BatchChannel:
@@ -627,6 +614,10 @@ class _BatchChannel:
         self._closed = False
         self._last_turn = time.monotonic()
 
+    def on_invalid_text(self, data: bytes) -> None:
+        """A text frame that is not UTF-8: refused as any text frame (``INVALID_FRAME``)."""
+        self.on_message(data.decode(errors="replace"))
+
     def on_message(self, message: bytes | str) -> None:
         """Parse a frame; answer its request now if it is small and nothing waits."""
         conn = self.conn
@@ -643,7 +634,10 @@ class _BatchChannel:
             and all(_inline(event, self.server) for event in events)
         ):
             for event in events:
-                self._answer_now(event)
+                try:
+                    self._answer_now(event)
+                except Exception as exc:
+                    self._fail(event, exc)
             self._flush()
             return
         for event in events:
@@ -669,7 +663,10 @@ class _BatchChannel:
                 self._queued_bytes -= size
                 if self._queued_bytes <= self.server.config.max_queue_bytes // 2:
                     self.socket.resume_reading()
-                await self._answer_in_turns(event)
+                try:
+                    await self._answer_in_turns(event)
+                except Exception as exc:
+                    self._fail(event, exc)
                 self._flush()
                 await self._turn()
         except asyncio.CancelledError:
@@ -686,6 +683,18 @@ class _BatchChannel:
         if now - self._last_turn >= _TURN:
             await asyncio.sleep(0)
             self._last_turn = time.monotonic()
+
+    def _fail(self, event: Any, exc: Exception) -> None:
+        """Last resort: a request that could not be answered fails in every slot, alone."""
+        logger.error("answering a batched request failed", exc_info=exc)
+        failed = bp.SlotError(
+            op.ErrorCode.EXECUTION_ERROR.value, "internal error: " + describe(exc)
+        )
+        try:
+            self.conn.send_results(event, [failed] * len(event.slots))
+        except Exception:  # not pending any more, or hello: nothing sane to answer
+            logger.exception("the request cannot be answered: closing the connection")
+            self.socket.close(1011, "internal error")
 
     def _answer_now(self, event: Any) -> None:
         conn, server = self.conn, self.server
@@ -762,7 +771,7 @@ def _merge_parts(
     if not batches:
         return results, None, []
     if len(batches) != sum(1 for _, b, r in parts if r):  # a hook that answered both ways
-        failed = _execution_error(RuntimeError("the batched hook answered in two forms"))
+        failed = execution_error(RuntimeError("the batched hook answered in two forms"))
         return [failed if r is None else r for r in results], None, []
     return results, _merge_batches(batches), covered
 
@@ -807,8 +816,11 @@ def _merge_batches(batches: list[ObservationBatch]) -> ObservationBatch:
 
 class _FactoryFailed(Exception):
     def __init__(self, factory: str, cause: BaseException) -> None:
-        super().__init__(f"Environment factory '{factory}' failed to create instance: {cause}")
-        self.factory = factory
+        super().__init__(
+            wire_safe(f"Environment factory '{factory}' failed to create instance: ")
+            + describe(cause)
+        )
+        self.factory: str = wire_safe(factory)
 
 
 def _no_such_slot(slot: int) -> bp.SlotError:
@@ -821,11 +833,13 @@ def _send_json_observation(session: op.ServerSession, obs: Any) -> None:
 
 
 def _send_json_error(session: op.ServerSession, exc: Exception) -> None:
+    """Answer the pending request with the error ``exc`` (it never fails to encode)."""
     if isinstance(exc, ValidationError):
-        session.send_error(op.ErrorCode.VALIDATION_ERROR, "Invalid message", errors=_errors(exc))
+        errors = validation_errors(exc)
+        session.send_error(op.ErrorCode.VALIDATION_ERROR, "Invalid message", errors=errors)
         return
     logger.debug("environment raised", exc_info=True)
-    session.send_error(op.ErrorCode.EXECUTION_ERROR, str(exc) or type(exc).__name__)
+    session.send_error(op.ErrorCode.EXECUTION_ERROR, describe(exc))
 
 
 def _is_async_override(env_factory: Callable[[], Any], name: str) -> bool:
@@ -844,11 +858,6 @@ def _is_async_override(env_factory: Callable[[], Any], name: str) -> bool:
     return not (owner.__name__ == "Environment" and owner.__module__.startswith("openenv."))
 
 
-def _execution_error(exc: BaseException) -> bp.SlotError:
-    logger.debug("environment raised", exc_info=exc)
-    return bp.SlotError(op.ErrorCode.EXECUTION_ERROR.value, str(exc) or type(exc).__name__)
-
-
 _EpisodeOutcome = tuple[list[Any], ObservationBatch | None, list[int]]
 
 
@@ -863,7 +872,7 @@ async def _run_async(
                 return await env.reset_async(**value)
             return await env.step_async(value)
         except Exception as exc:
-            return _execution_error(exc)
+            return execution_error(exc)
 
     outcomes = await asyncio.gather(
         *(one(env, value) for env, value in zip(envs, inputs, strict=True))
@@ -906,11 +915,11 @@ def _batched(
             return outcome
         outcomes = list(outcome)
     except Exception as exc:
-        return [_execution_error(exc)] * len(envs)
+        return [execution_error(exc)] * len(envs)
     if len(outcomes) != len(envs):
         error = ValueError(f"the batched hook returned {len(outcomes)} results for {len(envs)}")
-        return [_execution_error(error)] * len(envs)
-    return [_execution_error(o) if isinstance(o, BaseException) else o for o in outcomes]
+        return [execution_error(error)] * len(envs)
+    return [execution_error(o) if isinstance(o, BaseException) else o for o in outcomes]
 
 
 def _guard(call: Callable[[Any, Any], Any], env: Any, arg: Any) -> Any:
@@ -918,7 +927,7 @@ def _guard(call: Callable[[Any, Any], Any], env: Any, arg: Any) -> Any:
     try:
         return call(env, arg)
     except Exception as exc:
-        return _execution_error(exc)
+        return execution_error(exc)
 
 
 def _close_env(env: Any) -> None:
@@ -928,10 +937,6 @@ def _close_env(env: Any) -> None:
             close()
         except Exception:
             logger.warning("environment close() raised", exc_info=True)
-
-
-def _errors(exc: ValidationError) -> list[Any]:
-    return json.loads(exc.json(include_url=False))  # type: ignore[no-any-return]
 
 
 _OBS_EXCLUDE_DONE = frozenset({"done"})
@@ -971,13 +976,32 @@ def _slot_result(obs: Any) -> bp.SlotResult:
     return bp.SlotResult(fields, reward, done, metadata)
 
 
+def _checked_result(result: Any) -> bp.SlotResult | bp.SlotError | None:
+    """A slot's outcome as msgpack carries it, or the EXECUTION_ERROR standing for it."""
+    if isinstance(result, bp.SlotError):
+        return _encodable(result)
+    try:
+        return _encodable(_slot_result(result))
+    except Exception as exc:  # a serializer of the observation model raised
+        return execution_error(exc)
+
+
 def _encodable(result: bp.SlotResult | bp.SlotError | None) -> bp.SlotResult | bp.SlotError | None:
-    """The result, or an EXECUTION_ERROR if msgpack cannot carry it (a datetime field...)."""
+    """The result, or an EXECUTION_ERROR if msgpack cannot carry it (a datetime field...).
+
+    An error's message and details are made safe too (:func:`wire_safe`).
+    """
     if isinstance(result, bp.SlotResult):
         try:
             bp.encode_frame({"obs": result.observation, "meta": result.metadata})
         except LocalProtocolError as exc:
-            return bp.SlotError(op.ErrorCode.EXECUTION_ERROR.value, str(exc))
+            return execution_error(exc)
+    elif isinstance(result, bp.SlotError):
+        return bp.SlotError(
+            wire_safe(str(result.code)),
+            wire_safe(str(result.message)),
+            wire_safe(dict(result.details)),
+        )
     return result
 
 

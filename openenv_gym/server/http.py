@@ -1,7 +1,8 @@
 """The server's front door: HTTP/1.1 and WebSocket connections on asyncio, sans-I/O parsers.
 
 Every TCP connection is an :class:`asyncio.Protocol` (:class:`_Connection`). A plain
-request is parsed with h11 and answered by the app's :meth:`App.handle_http`; a WebSocket
+request is parsed with h11 and answered by the app's :meth:`App.handle_http` (now, or
+later: while an awaitable answer is pending the connection reads nothing more); a WebSocket
 upgrade hands the bytes to websockets' sans-I/O ``ServerProtocol`` and the messages to the
 :class:`Channel` the app opens for that path. No task or future per message: a frame is
 parsed where it arrives (``data_received``), and a channel answers it or queues it.
@@ -20,13 +21,19 @@ work it bounds (:class:`Limits`):
   nothing for ``send_timeout`` seconds is dropped);
 * who: with a ``token``, every request needs ``Authorization: Bearer <token>`` (401
   otherwise, compared in constant time); a request carrying an ``Origin`` header (a web
-  browser) is refused (403) unless that origin is in ``allowed_origins``.
+  browser) is refused (403) unless that origin is in ``allowed_origins``. A refused
+  request's body is never read.
+
+A message is never a reason to fail the connection: a text message whose bytes are not
+UTF-8 goes to the channel's :meth:`Channel.on_invalid_text` to be answered (RFC 6455
+would fail the connection with 1007).
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import hashlib
 import hmac
 import json
 import logging
@@ -89,8 +96,8 @@ class Limits:
     idle_timeout: float | None = 900.0
     max_frame: int = 16 * 2**20
     max_body: int = 2**20
-    max_queue_bytes: int = 64 * 2**20
-    max_send_buffer: int = 64 * 2**20
+    max_queue_bytes: int = 16 * 2**20
+    max_send_buffer: int = 16 * 2**20
     send_timeout: float | None = 60.0
     ping_interval: float | None = 20.0
     ping_timeout: float | None = 20.0
@@ -182,6 +189,9 @@ class Channel(Protocol):
     def on_message(self, message: bytes | str) -> None:
         """A whole message arrived (bytes: binary frame, str: text frame)."""
 
+    def on_invalid_text(self, data: bytes) -> None:
+        """A text message arrived whose bytes are not UTF-8 (answer it; the socket stays)."""
+
     def on_close(self) -> None:
         """The connection is gone; free what it held. Called once."""
 
@@ -189,8 +199,8 @@ class Channel(Protocol):
 class App(Protocol):
     """What the front door serves."""
 
-    def handle_http(self, request: HttpRequest) -> HttpResponse:
-        """Answer a plain request."""
+    def handle_http(self, request: HttpRequest) -> HttpResponse | Awaitable[HttpResponse]:
+        """Answer a plain request: now, or an awaitable (the connection waits for it)."""
 
     def open_channel(
         self, request: HttpRequest, offered: Sequence[str]
@@ -213,6 +223,7 @@ class WebSocketServer:
         self.app = app
         self.limits = limits
         self.connections: set[_Connection] = set()
+        self.token_digest = hashlib.sha256((limits.token or "").encode("latin-1")).digest()
         self._server: asyncio.Server | None = None
 
     async def start(self, host: str, port: int) -> None:
@@ -273,6 +284,7 @@ class _Connection(asyncio.Protocol):
         self._reading_paused_by: set[str] = set()
         self._closed = False
         self._queued = 0  # bytes received and not handled (WebSocket)
+        self._answering: asyncio.Task[None] | None = None  # an HTTP answer being awaited
 
     # ------------------------------------------------------------------ asyncio
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
@@ -375,6 +387,8 @@ class _Connection(asyncio.Protocol):
         self.server.connections.discard(self)
         if self._writable_event is not None:
             self._writable_event.set()
+        if self._answering is not None:
+            self._answering.cancel()
         channel, self._channel = self._channel, None
         if channel is not None:
             try:
@@ -387,7 +401,7 @@ class _Connection(asyncio.Protocol):
     # ------------------------------------------------------------------ HTTP
     def _http_data(self, data: bytes) -> None:
         self._buffer += data
-        while not self._closed and self._ws is None:
+        while not self._closed and self._ws is None and self._answering is None:
             end = self._buffer.find(b"\r\n\r\n")
             if end < 0:
                 if len(self._buffer) > _MAX_HEAD:
@@ -415,6 +429,9 @@ class _Connection(asyncio.Protocol):
             self._upgrade(request, head_end)
             return False
         length = _content_length(event)
+        if problem is not None and length != 0:
+            self._reply_and_close(problem)  # refused: its body is never read
+            return False
         if length is None:
             self._reply_and_close(_detail(411, "a request body needs a Content-Length"))
             return False
@@ -427,7 +444,14 @@ class _Connection(asyncio.Protocol):
         del self._buffer[: head_end + length]
         request = HttpRequest(request.method, request.path, request.query, request.headers, body)
         response = problem or self._route(request)
-        keep_alive = _keep_alive(event) and response.status < 500
+        if not isinstance(response, HttpResponse):
+            self._await_answer(request, response, _keep_alive(event))
+            return False
+        return self._respond(response, _keep_alive(event))
+
+    def _respond(self, response: HttpResponse, keep_alive: bool) -> bool:
+        """Write the response; False if the connection closes after it."""
+        keep_alive = keep_alive and response.status < 500
         self._write(_response_bytes(response, self.limits.server_name, keep_alive))
         if not keep_alive:
             self._close_after_writing()
@@ -435,23 +459,44 @@ class _Connection(asyncio.Protocol):
         self._arm(self.limits.handshake_timeout, self._handshake_expired)
         return True
 
-    def _route(self, request: HttpRequest) -> HttpResponse:
+    def _route(self, request: HttpRequest) -> HttpResponse | Awaitable[HttpResponse]:
         try:
             return self.server.app.handle_http(request)
         except Exception:
             logger.exception("answering %s %s failed", request.method, request.path)
             return _detail(500, "internal error")
 
+    def _await_answer(
+        self, request: HttpRequest, pending: Awaitable[HttpResponse], keep_alive: bool
+    ) -> None:
+        """The app answers later: read nothing more (no timeout) until it has."""
+        self._arm(None, self._handshake_expired)
+        self.pause_reading("answering")
+        self._answering = self.loop.create_task(self._answer_later(request, pending, keep_alive))
+
+    async def _answer_later(
+        self, request: HttpRequest, pending: Awaitable[HttpResponse], keep_alive: bool
+    ) -> None:
+        try:
+            response = await pending
+        except Exception:
+            logger.exception("answering %s %s failed", request.method, request.path)
+            response = _detail(500, "internal error")
+        self._answering = None
+        if self._closed or not self._respond(response, keep_alive):
+            return
+        self.resume_reading("answering")
+        self._http_data(b"")  # a request that came in the meantime
+
     def _refusal(self, request: HttpRequest) -> HttpResponse | None:
         """Why this request is refused before any work (auth, origin), or None."""
         limits = self.limits
         if limits.token is not None:
-            given = request.headers.get("authorization", "")
-            scheme, _, value = given.partition(" ")
-            expected = limits.token.encode()
-            if scheme.lower() != "bearer" or not hmac.compare_digest(
-                value.strip().encode(), expected
-            ):
+            scheme, _, value = request.headers.get("authorization", "").strip().partition(" ")
+            # compare digests, of equal length: the time taken tells nothing of the token
+            given = hashlib.sha256(value.strip().encode("latin-1")).digest()
+            matches = hmac.compare_digest(given, self.server.token_digest)
+            if not matches or scheme.lower() != "bearer":
                 return _detail(401, "missing or wrong token", (("WWW-Authenticate", "Bearer"),))
         origin = request.headers.get("origin")
         if origin is not None and origin not in limits.allowed_origins:
@@ -546,15 +591,15 @@ class _Connection(asyncio.Protocol):
         channel = self._channel
         if channel is None:
             return
-        if text:
-            try:
-                message: bytes | str = data.decode()
-            except UnicodeDecodeError:
-                self.close_ws(CloseCode.INVALID_DATA, "invalid UTF-8")
-                return
-        else:
-            message = data
         try:
+            if not text:
+                channel.on_message(data)
+                return
+            try:
+                message = data.decode()
+            except UnicodeDecodeError:
+                channel.on_invalid_text(data)  # RFC 6455 fails the connection; we answer
+                return
             channel.on_message(message)
         except Exception:
             logger.exception("a channel failed on a message")

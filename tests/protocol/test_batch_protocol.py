@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 
 from openenv_gym.exceptions import LocalProtocolError, RemoteProtocolError
+from openenv_gym.protocol import batch as batch_protocol
 from openenv_gym.protocol.arrays import pack_ndarray
 from openenv_gym.protocol.batch import (
     DEFAULT_MAX_FRAME,
@@ -997,3 +998,95 @@ def test_server_send_hello_without_hello() -> None:
     server = BatchServer()
     with pytest.raises(LocalProtocolError, match="no pending hello"):
         server.send_hello(server="s", env="e", max_slots=1)
+
+
+def _limited_server(max_slots: int = 8) -> BatchServer:
+    server = BatchServer(max_slots=max_slots)
+    server.receive_data(pack({"op": "hello", "id": 0, "versions": [1]}))
+    server.events_received()
+    server.send_hello(server="s", env="e", max_slots=1)
+    server.data_to_send()
+    return server
+
+
+BIG = 70_000  # slots: a frame over the 64 KiB beyond which headers are read first
+
+
+def test_server_refuses_a_large_frame_naming_too_many_slots_from_its_headers() -> None:
+    """3.8: op and id written first (as clients do): the refusal keeps the id and comes
+    from the slots array's header; the array's items are never decoded."""
+    server = _limited_server()
+    frame = pack({"op": "state", "id": 9, "slots": list(range(BIG))})
+    assert len(frame) > 64 * 1024
+    reply = server_reply(server, frame)
+    assert reply == {
+        "op": "error",
+        "id": 9,
+        "code": "INVALID_REQUEST",
+        "message": f"state names {BIG} slots; this server takes at most 8 per request",
+    }
+    # garbage after the header: an early refusal never reads it
+    broken = frame[: frame.index(b"slots") + 5 + 5] + b"\xc1" * BIG
+    assert server_reply(server, broken)["id"] == 9
+    server.receive_data(pack({"op": "state", "id": 9, "slots": [0, 1]}))
+    assert [e.request_id for e in server.events_received()] == [9]
+
+
+def _large(message: dict[Any, Any]) -> bytes:
+    frame = pack(message)
+    assert len(frame) > 64 * 1024
+    return frame
+
+
+@pytest.mark.parametrize(
+    "frame",
+    [
+        pytest.param(_large({"slots": list(range(BIG)), "op": "state", "id": 3}), id="slots-first"),
+        pytest.param(
+            _large({"pad": "x" * BIG, "op": "state", "id": 3, "slots": [1, 2]}), id="under"
+        ),
+        pytest.param(_large({"op": "nope", "id": 3, "slots": list(range(BIG))}), id="op"),
+        pytest.param(_large({"op": "hello", "id": 0, "slots": list(range(BIG))}), id="hello"),
+        pytest.param(_large({"op": "state", "id": -1, "slots": list(range(BIG))}), id="id<0"),
+        pytest.param(_large({"op": "state", "id": 0, "slots": list(range(BIG))}), id="id0"),
+        pytest.param(
+            _large({"op": "state", "id": MAX_REQUEST_ID + 1, "slots": list(range(BIG))}),
+            id="id-big",
+        ),
+        pytest.param(_large({"op": "state", "id": 3, "slots": "x" * BIG}), id="not-array"),
+        pytest.param(_large({"op": "state", "id": 3, "pad": "x" * BIG}), id="no-slots"),
+        pytest.param(msgpack.packb(["x" * BIG]), id="not-a-map"),
+    ],
+)
+def test_server_headers_left_to_the_full_decode(
+    frame: bytes, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """3.6.2: what the header scan cannot decide gets the reply the full decode gives."""
+    server, expected = _limited_server(), _limited_server()
+    server.receive_data(frame)
+    monkeypatch.setattr(batch_protocol, "_PRESCAN", 2**40)  # no header scan
+    expected.receive_data(frame)
+    assert server.events_received() == expected.events_received()
+    assert server.data_to_send() == expected.data_to_send()
+
+
+def test_server_headers_of_a_request_id_in_flight_go_to_the_full_decode() -> None:
+    server = _limited_server()
+    server.receive_data(pack({"op": "state", "id": 4, "slots": [0]}))
+    server.events_received()
+    reply = server_reply(server, _large({"op": "state", "id": 4, "slots": list(range(BIG))}))
+    assert (reply["id"], reply["code"]) == (None, "INVALID_REQUEST")
+    assert "already in flight" in reply["message"]
+
+
+def test_server_before_hello_large_frames_are_decoded_as_usual() -> None:
+    server = BatchServer(max_slots=8)
+    reply = server_reply(server, _large({"op": "state", "id": 4, "slots": list(range(BIG))}))
+    assert (reply["id"], reply["message"]) == (4, "state before hello")
+
+
+def test_server_counts_slots_before_checking_each() -> None:
+    """3.8: a small frame over the limit is refused by its length, items unchecked."""
+    server = _limited_server(max_slots=2)
+    reply = server_reply(server, pack({"op": "close", "id": 5, "slots": [0, -1, "x"]}))
+    assert reply["message"] == "close names 3 slots; this server takes at most 2 per request"

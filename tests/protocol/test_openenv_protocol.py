@@ -104,10 +104,21 @@ def test_dumps_is_compact_utf8_like_pydantic() -> None:
 
 
 @pytest.mark.parametrize(
-    "value", [float("nan"), float("inf"), {1, 2}, object(), b"bytes", {"k": float("-inf")}]
+    "value",
+    [
+        float("nan"),
+        float("inf"),
+        {1, 2},
+        object(),
+        b"bytes",
+        {"k": float("-inf")},
+        "\ud800",
+        {"é": ["\udcff"]},
+    ],
 )
 def test_dumps_refuses_what_is_not_json(value: Any) -> None:
-    """2.1: NaN/Infinity are not JSON; we refuse them rather than emit them."""
+    """2.1: NaN/Infinity are not JSON; we refuse them rather than emit them. A lone
+    surrogate is refused here too: UTF-8 cannot carry it, so the frame could not be sent."""
     with pytest.raises(LocalProtocolError, match="cannot encode as JSON"):
         dumps(value)
 
@@ -789,3 +800,36 @@ def test_pair_server_answers_malformed_client_frames_itself() -> None:
     assert isinstance(event, ErrorReceived)
     assert event.code == "INVALID_JSON"
     assert client.state is SessionState.IDLE
+
+
+# ----------------------------------------------------- 2.6 text frames that are not UTF-8
+
+
+def test_server_answers_text_that_is_not_utf8_and_keeps_the_session() -> None:
+    """2.6: RFC 6455 would fail the connection; we answer INVALID_JSON, as for any text
+    that is not JSON, and the next request is served."""
+    server = ServerSession()
+    server.receive_invalid_text(b'{"type":"step","data":{"message":"\xff"}}')
+    assert server.events_received() == []
+    reply = only_frame(server)
+    assert reply["type"] == "error"
+    assert reply["data"]["code"] == "INVALID_JSON"
+    assert reply["data"]["message"].startswith("Invalid JSON: text is not UTF-8: ")
+    assert "0xff" in reply["data"]["message"]
+    assert not server.closed
+    server.receive_data('{"type":"state"}')
+    assert server.events_received() == [StateRequest()]
+
+
+def test_server_invalid_text_needs_invalid_text_and_an_open_idle_session() -> None:
+    server = ServerSession()
+    with pytest.raises(LocalProtocolError, match="receive_data"):
+        server.receive_invalid_text(b'{"type":"state"}')
+    server.receive_data('{"type":"state"}')
+    before = snapshot(server)
+    with pytest.raises(LocalProtocolError, match="not answered"):
+        server.receive_invalid_text(b"\xff")
+    assert snapshot(server) == before
+    closed = server_with('{"type":"close"}')
+    with pytest.raises(LocalProtocolError, match="closed"):
+        closed.receive_invalid_text(b"\xff")

@@ -403,15 +403,15 @@ class CliServer:
         raise AssertionError(f"server exited before printing {marker!r}")
 
 
-def spawn_cli(*args: str) -> subprocess.Popen[str]:
-    """Start ``python -m openenv_gym *args`` with this directory importable."""
+def spawn_cli(*args: str, env: dict[str, str] | None = None) -> subprocess.Popen[str]:
+    """Start ``python -m openenv_gym *args`` with this directory importable (and ``env``)."""
     return subprocess.Popen(
         [sys.executable, "-m", "openenv_gym", *args],
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
-        env=subprocess_env(),
+        env={**subprocess_env(), **(env or {})},
     )
 
 
@@ -429,9 +429,11 @@ def reap(proc: subprocess.Popen[str]) -> None:
 
 
 @contextlib.contextmanager
-def running_cli_server(spec: str, *args: str) -> Iterator[CliServer]:
+def running_cli_server(
+    spec: str, *args: str, env: dict[str, str] | None = None
+) -> Iterator[CliServer]:
     """``serve --env spec --port 0 *args`` in a subprocess; killed and reaped on exit."""
-    proc = spawn_cli("serve", "--env", spec, "--port", "0", *args)
+    proc = spawn_cli("serve", "--env", spec, "--port", "0", *args, env=env)
     try:
         assert proc.stdout is not None
         line = proc.stdout.readline()
@@ -490,10 +492,14 @@ def ws_server() -> Iterator[Callable[..., str]]:
 
 @pytest.fixture
 def cli_server() -> Iterator[Callable[..., CliServer]]:
-    """Factory: ``cli_server(spec, *args)`` -> CliServer (killed and reaped at teardown)."""
+    """Factory: ``cli_server(spec, *args, env=)`` -> CliServer (killed and reaped at teardown)."""
     with contextlib.ExitStack() as stack:
 
-        def start(spec: str = "openenv_gym_test_envs:PingEnv", *args: str) -> CliServer:
-            return stack.enter_context(running_cli_server(spec, *args))
+        def start(
+            spec: str = "openenv_gym_test_envs:PingEnv",
+            *args: str,
+            env: dict[str, str] | None = None,
+        ) -> CliServer:
+            return stack.enter_context(running_cli_server(spec, *args, env=env))
 
         yield start

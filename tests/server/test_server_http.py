@@ -83,7 +83,7 @@ def test_metadata_default_when_env_has_none(env_server):
     )
 
 
-@pytest.mark.parametrize("path", ["/", "/nope", "/reset", "/ws/extra", "/healthz"])
+@pytest.mark.parametrize("path", ["/", "/nope", "/docs", "/ws/extra", "/healthz"])
 def test_unknown_path_is_404(ping_server, path):
     status, content_type, body = get(ping_server.url, path)
     assert (status, content_type) == (404, "application/json")
