@@ -1,0 +1,124 @@
+"""``openenv-gym ray up/down/status``: named pools of env servers on a Ray cluster.
+
+A pool is a set of detached Ray actors, each one env server, that outlives the command
+that started it; trainers attach to it by name (``provider="ray", pool=NAME``) and leave it
+running when they close. The commands connect to a running cluster (``--address``, else
+``RAY_ADDRESS`` or the local one that ``ray start`` made); they never start one.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from typing import Any
+
+from openenv_gym.config import env_str
+from openenv_gym.exceptions import ConfigurationError
+
+__all__ = ["add_commands", "run"]
+
+
+def _json_object(text: str) -> dict[str, Any]:
+    try:
+        value = json.loads(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(f"not JSON: {exc}") from None
+    if not isinstance(value, dict):
+        raise argparse.ArgumentTypeError("must be a JSON object")
+    return value
+
+
+def add_commands(sub: Any) -> None:
+    """Add the ``ray`` command and its ``up``, ``down``, ``status`` to ``sub``."""
+    ray = sub.add_parser(
+        "ray",
+        help="named pools of env servers on a Ray cluster (docs/scale-out.md)",
+        description="Named pools of env servers on a Ray cluster: detached actors that "
+        "outlive the command; trainers attach with provider='ray', pool=NAME.",
+    )
+    commands = ray.add_subparsers(dest="ray_command", required=True)
+    up = commands.add_parser("up", help="start a named pool of servers (detached actors)")
+    up.add_argument("pool", help="the pool's name, which trainers attach to (pool=NAME)")
+    up.add_argument("server", help="wordle, echo, catch, or package.module:Class")
+    up.add_argument("--num-servers", type=int, default=1, help="servers K (default 1)")
+    up.add_argument(
+        "--placement",
+        default="spread",
+        choices=["spread", "pack", "strict-spread", "strict-pack", "none"],
+        help="placement-group strategy (default spread; none: no placement group)",
+    )
+    up.add_argument("--num-cpus", type=float, default=1.0, help="CPUs per server (default 1)")
+    up.add_argument(
+        "--resources", type=_json_object, default={}, help="custom resources per server, JSON"
+    )
+    up.add_argument(
+        "--runtime-env", type=_json_object, default=None, help="Ray runtime_env as JSON"
+    )
+    up.add_argument(
+        "--max-sessions", type=int, default=None, help="env instances per server (default 4096)"
+    )
+    up.add_argument(
+        "--max-restarts", type=int, default=0, help="Ray restarts of a dead server (default 0)"
+    )
+    up.add_argument("--start-timeout", type=float, default=None, help="seconds to come up")
+    down = commands.add_parser("down", help="kill a pool's servers, remove its placement group")
+    down.add_argument("pool", help="the pool's name")
+    status = commands.add_parser("status", help="list the pools and their servers")
+    status.add_argument("pool", nargs="?", help="only this pool")
+    status.add_argument("--json", action="store_true", help="print JSON")
+    for command in commands.choices.values():
+        command.add_argument("--address", help="the Ray cluster (default: RAY_ADDRESS, local)")
+        command.add_argument("--log-level", default="WARNING")
+
+
+def run(args: argparse.Namespace) -> int:
+    """Carry out a parsed ``ray`` command; returns the exit status."""
+    from openenv_gym.providers.ray import pool_down, pool_status, pool_up
+
+    if args.ray_command == "up":
+        options = {} if args.max_sessions is None else {"max_sessions": args.max_sessions}
+        servers = pool_up(
+            args.pool,
+            args.server,
+            num_servers=args.num_servers,
+            placement=None if args.placement == "none" else args.placement,
+            num_cpus=args.num_cpus,
+            resources=args.resources,
+            runtime_env=args.runtime_env,
+            ray_address=args.address,
+            token=env_str("OPENENV_GYM_TOKEN"),
+            server_options=options,
+            max_restarts=args.max_restarts,
+            start_timeout=args.start_timeout,
+        )
+        sys.stdout.write("".join(f"{server.url}\n" for server in servers))
+        return 0
+    if args.ray_command == "down":
+        killed = pool_down(args.pool, ray_address=args.address)
+        if not killed:
+            sys.stderr.write(f"openenv-gym: no Ray pool named {args.pool!r}\n")
+            return 1
+        sys.stdout.write(f"stopped {killed} server(s) of pool {args.pool}\n")
+        return 0
+    if args.ray_command == "status":
+        pools = pool_status(args.pool, ray_address=args.address)
+        if args.json:
+            listing = {
+                name: [
+                    {"name": s.name, "url": s.url, "node_id": s.node_id, "pid": s.pid}
+                    for s in servers
+                ]
+                for name, servers in pools.items()
+            }
+            sys.stdout.write(json.dumps(listing, indent=2) + "\n")
+        else:
+            for name, servers in pools.items():
+                sys.stdout.write(f"{name}: {len(servers)} server(s)\n")
+                for s in servers:
+                    sys.stdout.write(f"  {s.name}  {s.url}  node {s.node_id[:12]}  pid {s.pid}\n")
+        if args.pool is not None and not pools:
+            sys.stderr.write(f"openenv-gym: no Ray pool named {args.pool!r}\n")
+            return 1
+        return 0
+    raise ConfigurationError(f"unknown ray command {args.ray_command!r}")  # pragma: no cover
