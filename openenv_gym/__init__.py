@@ -10,6 +10,7 @@ from openenv_gym._version import __version__
 from openenv_gym.config import Timeouts
 from openenv_gym.env import OpenEnvEnv
 from openenv_gym.exceptions import (
+    AuthenticationError,
     CapacityError,
     ConfigurationError,
     ConnectError,
@@ -28,6 +29,7 @@ from openenv_gym.exceptions import (
 from openenv_gym.registry import register_envs
 
 __all__ = [
+    "AuthenticationError",
     "CapacityError",
     "ConfigurationError",
     "ConnectError",

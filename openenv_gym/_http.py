@@ -1,4 +1,8 @@
-"""Plain HTTP GET of JSON (``/health``, ``/schema``, ``/metadata``), blocking, stdlib only."""
+"""Plain HTTP GET of JSON (``/health``, ``/schema``, ``/metadata``), blocking, stdlib only.
+
+Also how a bearer token becomes a header (:func:`with_token`), for these GETs and for the
+WebSocket upgrades alike.
+"""
 
 from __future__ import annotations
 
@@ -8,9 +12,36 @@ import urllib.request
 from collections.abc import Mapping
 from typing import Any
 
-from openenv_gym.exceptions import ConnectError, RemoteProtocolError
+from openenv_gym.config import env_str
+from openenv_gym.exceptions import AuthenticationError, ConnectError, RemoteProtocolError
 
-__all__ = ["get_json", "http_base"]
+__all__ = ["get_json", "http_base", "with_token"]
+
+
+def with_token(
+    headers: Mapping[str, str] | None, token: str | None, *, from_env: bool = True
+) -> dict[str, str] | None:
+    """``headers`` plus ``Authorization: Bearer <token>``.
+
+    ``token`` None: ``OPENENV_GYM_TOKEN`` (when ``from_env``), unless ``headers`` already
+    carry an ``Authorization`` (a token given here replaces it). No token at all:
+    ``headers`` as they are.
+
+    >>> with_token({"X-Trace": "1"}, "s3cret")
+    {'X-Trace': '1', 'Authorization': 'Bearer s3cret'}
+    >>> with_token(None, None, from_env=False) is None
+    True
+    """
+    given = dict(headers or {})
+    has_auth = any(name.lower() == "authorization" for name in given)
+    if token is None and not has_auth and from_env:
+        token = env_str("OPENENV_GYM_TOKEN")
+    if token is None:
+        return given or None
+    for name in [name for name in given if name.lower() == "authorization"]:
+        del given[name]
+    given["Authorization"] = f"Bearer {token}"
+    return given
 
 
 def http_base(url: str) -> str:
@@ -30,10 +61,11 @@ def get_json(
 ) -> tuple[int, Any]:
     """GET ``url`` and parse its JSON body; returns ``(status, body)``.
 
-    Non-2xx statuses are returned, not raised (the body is None if it is not JSON).
-    ``headers`` are sent along (e.g. ``Authorization`` for a private Space).
+    Non-2xx statuses but 401 are returned, not raised (the body is None if it is not
+    JSON). ``headers`` are sent along (e.g. ``Authorization``: :func:`with_token`).
 
     Raises:
+        AuthenticationError: 401: the token is missing or wrong.
         ConnectError: The server could not be reached.
         RemoteProtocolError: A 2xx reply whose body is not JSON.
     """
@@ -42,6 +74,11 @@ def get_json(
         with urllib.request.urlopen(request, timeout=timeout) as response:
             status, raw = response.status, response.read()
     except urllib.error.HTTPError as exc:
+        if exc.code == 401:
+            raise AuthenticationError(
+                f"GET {url} answered 401: missing or wrong token (pass token= or set "
+                "OPENENV_GYM_TOKEN)"
+            ) from None
         return exc.code, None
     except (urllib.error.URLError, OSError, ValueError) as exc:
         raise ConnectError(f"GET {url} failed: {exc}") from exc

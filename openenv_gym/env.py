@@ -19,15 +19,17 @@ from typing import Any, SupportsFloat
 import gymnasium
 from gymnasium.envs.registration import EnvSpec
 
-from openenv_gym._http import get_json, http_base
+from openenv_gym._http import get_json, http_base, with_token
 from openenv_gym.config import Timeouts
 from openenv_gym.exceptions import (
     ConfigurationError,
+    ConnectError,
+    ConnectionLostError,
     EnvClosedError,
     InvalidActionError,
     RemoteProtocolError,
+    ResetNeededError,
     ServerError,
-    UsageError,
 )
 from openenv_gym.providers import Provider, make_provider
 from openenv_gym.spaces import (
@@ -48,8 +50,10 @@ __all__ = [
     "OpenEnvEnv",
     "bind_schema",
     "check_episode_args",
+    "check_on_server_loss",
     "choose_codec",
     "fetch_schema",
+    "headers_for_server",
     "list_tools",
     "local_server",
     "marked_spec",
@@ -71,6 +75,34 @@ def check_episode_args(max_episode_steps: int | None, render_mode: str | None) -
         raise ConfigurationError(f"max_episode_steps must be >= 1, got {max_episode_steps}")
     if render_mode not in (None, "ansi"):
         raise ConfigurationError(f"render_mode must be None or 'ansi', got {render_mode!r}")
+
+
+ON_SERVER_LOSS = ("raise", "restart")
+
+
+def check_on_server_loss(on_server_loss: str) -> str:
+    """Validate ``on_server_loss=`` (the single and the vector env's).
+
+    Raises:
+        ConfigurationError: Not ``"raise"`` or ``"restart"``.
+    """
+    if on_server_loss not in ON_SERVER_LOSS:
+        raise ConfigurationError(
+            f"on_server_loss must be 'raise' or 'restart', got {on_server_loss!r}"
+        )
+    return on_server_loss
+
+
+def headers_for_server(
+    provider: Provider, index: int, headers: Mapping[str, str] | None, token: str | None
+) -> dict[str, str] | None:
+    """The headers for server ``index`` of ``provider``: ``headers`` and a bearer token.
+
+    The token is the one the provider gave the server (a server it started), else
+    ``token``, else ``OPENENV_GYM_TOKEN`` unless ``headers`` carry an ``Authorization``
+    (:func:`~openenv_gym._http.with_token`).
+    """
+    return with_token(headers, provider.token(index) or token)
 
 
 def reply_info(reply: StepReply, observed: str | Collection[str] | None = None) -> dict[str, Any]:
@@ -107,7 +139,11 @@ def wire_observation(
 
 
 def fetch_schema(
-    base_url: str, *, timeout: float | None = 10.0, headers: Mapping[str, str] | None = None
+    base_url: str,
+    *,
+    timeout: float | None = 10.0,
+    headers: Mapping[str, str] | None = None,
+    token: str | None = None,
 ) -> dict[str, Any]:
     """``GET {base_url}/schema``: the JSON schemas of a server's action and observation.
 
@@ -116,12 +152,17 @@ def fetch_schema(
     ``MCPToolClient`` lists them: a ``ListToolsAction`` step on a session of its own
     (:func:`list_tools`).
 
+    ``token`` is sent as ``Authorization: Bearer <token>`` (default:
+    ``OPENENV_GYM_TOKEN``, unless ``headers`` carry an ``Authorization``).
+
     Raises:
         ConfigurationError: The server answers with an error status (it publishes no
             schema: pass your own ``codec=``), or it is an MCP server that lists no tools.
+        AuthenticationError: The server wants a token and ours is missing or wrong.
         ConnectError: The server could not be reached.
         RemoteProtocolError: The body is not ``{"action": {...}, "observation": {...}}``.
     """
+    headers = with_token(headers, token)
     body = _get_schema(base_url, timeout, headers)
     if is_mcp_schema(body):
         timeouts = Timeouts.from_env(connect=timeout)
@@ -195,10 +236,10 @@ def local_server(
     """
     local = provider is None or provider == "local"
     if server is not None:
-        if base_url is not None or not local:
+        if base_url is not None or not (local or provider == "ray"):
             raise ConfigurationError(
-                "server= names a server class to start locally: it excludes base_url= and "
-                "any provider but 'local'"
+                "server= names a server class to start locally or on Ray: it excludes "
+                "base_url= and any provider but 'local' and 'ray'"
             )
         return server
     if codec is not None:
@@ -221,7 +262,7 @@ def serves_seeded(
     ``server="package.module:Class"`` or by a custom provider may ignore seeds (TextArena,
     OpenSpiel), so its determinism is that server's, not ours.
     """
-    ours = provider is None or provider in ("local", "docker")
+    ours = provider is None or provider in ("local", "docker", "ray")
     return base_url is None and ours and server.lower() in known_envs()
 
 
@@ -295,7 +336,7 @@ class OpenEnvEnv(gymnasium.Env[Any, Any]):
             the server the local provider starts), or ``"generic"``: any OpenEnv server,
             with spaces built from its ``GET /schema`` (``docs/spaces.md``).
         base_url: An existing server (a Space, a container). Default: start a local one.
-        provider: ``"local"``, ``"docker"``, ``"url"`` or a
+        provider: ``"local"``, ``"docker"``, ``"ray"``, ``"url"`` or a
             :class:`~openenv_gym.providers.Provider`.
         protocol: ``"auto"`` (batched if the server offers it, else JSON), ``"batch"``,
             ``"json"``.
@@ -303,8 +344,16 @@ class OpenEnvEnv(gymnasium.Env[Any, Any]):
         max_episode_steps: Truncate episodes after this many steps (None: never).
         render_mode: ``None`` or ``"ansi"``.
         codec: Your own spaces and conversions, for servers our codecs do not know.
-        headers: Extra HTTP headers for the WebSocket upgrade and ``GET /schema`` (e.g.
-            auth for a Space).
+        headers: Extra HTTP headers for the WebSocket upgrade and ``GET /schema``.
+        token: The bearer token of a server we did not start, sent as ``Authorization:
+            Bearer <token>`` (default: ``OPENENV_GYM_TOKEN``). Servers a provider starts
+            get a fresh token each, which the env sends without being told.
+        on_server_loss: ``"raise"`` (default): a lost connection raises
+            :class:`~openenv_gym.exceptions.ConnectionLostError`. ``"restart"``: the env
+            starts the server again if it died (a server its provider started) and opens
+            a new session; the step that lost it returns the last observation with
+            ``truncated=True`` and ``info["server_lost"] = True``, and a ``reset`` that
+            lost it is sent again (``docs/reliability.md``).
         server: The server class the local provider starts, ``"package.module:Class"``
             (default: the env's own). With ``env="generic"``, its spaces come from its
             schema.
@@ -315,6 +364,8 @@ class OpenEnvEnv(gymnasium.Env[Any, Any]):
             instead of the schema's, or None to move the field to ``info``.
         tool: ``env="generic"`` on an MCP tool server: act with this one tool (the action
             space is its arguments'; default: every tool, ``Dict(tool, arguments)``).
+        **provider_options: More arguments of the provider (``provider="ray"``:
+            ``placement=``, ``num_cpus=``, ``runtime_env=``...; ``docs/scale-out.md``).
     """
 
     metadata = {"render_modes": ["ansi"], "render_fps": 4}
@@ -337,8 +388,12 @@ class OpenEnvEnv(gymnasium.Env[Any, Any]):
         action_fields: FieldSpaces | None = None,
         observation_fields: FieldSpaces | None = None,
         tool: str | None = None,
+        token: str | None = None,
+        on_server_loss: str = "raise",
+        **provider_options: Any,
     ) -> None:
         check_episode_args(max_episode_steps, render_mode)
+        self._on_server_loss = check_on_server_loss(on_server_loss)
         chosen = choose_codec(env, codec, action_fields, observation_fields, tool=tool)
         name = local_server(chosen, server, provider, base_url)
         self._seeded = serves_seeded(name, provider, base_url)
@@ -349,9 +404,14 @@ class OpenEnvEnv(gymnasium.Env[Any, Any]):
         self._elapsed = 0
         self._needs_reset = True
         self._timeouts = Timeouts.of(timeouts)
-        self._provider = make_provider(name, provider=provider, base_url=base_url)
+        self._protocol = protocol
+        self._given = (headers, token)
+        self._provider = make_provider(
+            name, provider=provider, base_url=base_url, **provider_options
+        )
         try:
             url = self._provider.start()[0]
+            headers = self._headers = headers_for_server(self._provider, 0, headers, token)
             if chosen is None:
                 schema = fetch_schema(url, timeout=self._timeouts.connect, headers=headers)
                 chosen = codec_from_schema(
@@ -388,6 +448,15 @@ class OpenEnvEnv(gymnasium.Env[Any, Any]):
     def spec(self, value: EnvSpec | None) -> None:
         self._spec = marked_spec(value, self._seeded)
 
+    def request_headers(self, k: int = 0) -> dict[str, str] | None:
+        """The HTTP headers this env sends its server (its bearer token included).
+
+        ``k`` is there for symmetry with the vector env; a single env has server 0 only.
+        """
+        if k != 0:
+            raise IndexError(f"a single env has one server (0), not {k}")
+        return self._headers
+
     @property
     def session(self) -> Session:
         """The underlying session.
@@ -407,11 +476,17 @@ class OpenEnvEnv(gymnasium.Env[Any, Any]):
         ``seed`` goes to the server; ``options`` are extra reset kwargs for it (e.g.
         ``{"episode_id": "ep-1"}``).
         """
+        session = self.session
         super().reset(seed=seed)
         kwargs: dict[str, Any] = dict(options or {})
         if seed is not None:
             kwargs["seed"] = seed
-        reply = self.session.reset(**kwargs)
+        try:
+            reply = session.reset(**kwargs)
+        except ConnectionLostError:
+            if self._on_server_loss != "restart":
+                raise
+            reply = self._recover().reset(**kwargs)
         self._last = reply
         self._elapsed = 0
         self._needs_reset = reply.done
@@ -425,19 +500,26 @@ class OpenEnvEnv(gymnasium.Env[Any, Any]):
         Raises:
             InvalidActionError: The action is outside the action space, or the server
                 rejected it (the session survives: step again with a valid one).
-            UsageError: No episode is running (call ``reset``).
+            ResetNeededError: No episode is running (call ``reset``).
             EnvClosedError: The env is closed.
-            TransportError: Timeout or lost connection (the session is then closed).
+            TransportError: Timeout or lost connection (the session is then closed; with
+                ``on_server_loss="restart"`` a lost one truncates the episode instead).
         """
         session = self.session
         if self._needs_reset:
-            raise UsageError("the episode is over (or never started): call reset()")
+            raise ResetNeededError("the episode is over (or never started): call reset()")
         contains = self.codec.contains_action or self.action_space.contains
         if not contains(action):
             raise InvalidActionError(
                 f"action {action!r} is not in the action space {self.action_space}"
             )
-        reply = session.step(self.codec.encode_action(action))
+        try:
+            reply = session.step(self.codec.encode_action(action))
+        except ConnectionLostError:
+            if self._on_server_loss != "restart" or self._last is None:
+                raise
+            self._recover()
+            return self._lost_step(self._last)
         self._last = reply
         self._elapsed += 1
         terminated = bool(reply.done)
@@ -457,6 +539,39 @@ class OpenEnvEnv(gymnasium.Env[Any, Any]):
 
     def _info(self, reply: StepReply) -> dict[str, Any]:
         return reply_info(reply, self.codec.observed)
+
+    def _lost_step(self, last: StepReply) -> tuple[Any, float, bool, bool, dict[str, Any]]:
+        """The step that lost the server: the last observation, truncated."""
+        self._needs_reset = True
+        obs = self.codec.decode_observation(
+            wire_observation(self.codec, last.observation, last.metadata)
+        )
+        return obs, 0.0, False, True, {**self._info(last), "server_lost": True}
+
+    def _recover(self) -> Session:
+        """The connection is lost: restart the server if it is gone, open a new session.
+
+        Raises:
+            ProviderError: The server is gone and the provider cannot start it again.
+            TransportError: The new session could not be opened.
+        """
+        self.session.close()  # its socket is gone: a failed recovery leaves it closed
+        provider = self._provider
+        url = self.base_url if provider.alive(0) else provider.restart(0)
+        try:
+            session = self._open(url)
+        except ConnectError:  # it runs but does not answer (hung, or not ours to check)
+            url = provider.restart(0)
+            session = self._open(url)
+        logger.warning("lost the server at %s; a new session on %s", self.base_url, url)
+        self.base_url, self._session = url, session
+        return session
+
+    def _open(self, url: str) -> Session:
+        self._headers = headers_for_server(self._provider, 0, *self._given)
+        return open_session(
+            url, protocol=self.protocol, timeouts=self._timeouts, headers=self._headers
+        )
 
     def state(self) -> dict[str, Any]:
         """The server-side state (``episode_id``, ``step_count``, env fields)."""

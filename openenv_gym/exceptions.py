@@ -10,6 +10,8 @@ once, at the transport or protocol boundary, with ``raise ... from exc``::
     │   ├── EpisodeOverError                 an action after the episode ended (a TRL tool)
     │   ├── EnvClosedError                   a call on a closed env or vector env
     │   │     (gymnasium.error.ClosedEnvironmentError)
+    │   ├── ResetNeededError                 step before the first reset, or after the
+    │   │     (gymnasium.error.ResetNeeded)    episode ended
     │   ├── NoPendingCallError               step_wait without step_async, recv without send
     │   │     (gymnasium.error.NoAsyncCallError)
     │   └── PendingCallError                 step_async / send / reset while a step is pending
@@ -32,6 +34,7 @@ once, at the transport or protocol boundary, with ``raise ... from exc``::
     │   └── SessionError                     SESSION_ERROR and our slot errors (ended)
     ├── TransportError                       the connection itself failed
     │   ├── ConnectError                     could not connect / upgrade
+    │   │   └── AuthenticationError          HTTP 401: missing or wrong token
     │   ├── ConnectionLostError              the connection dropped
     │   └── RequestTimeoutError (TimeoutError)  no reply in time (fatal for the session)
     ├── WaitTimeoutError (TimeoutError,      step_wait / recv gave up waiting; the step
@@ -63,6 +66,7 @@ import gymnasium.error
 
 __all__ = [
     "ActionBatchError",
+    "AuthenticationError",
     "CapacityError",
     "ConfigurationError",
     "ConnectError",
@@ -82,6 +86,7 @@ __all__ = [
     "ProviderError",
     "RemoteProtocolError",
     "RequestTimeoutError",
+    "ResetNeededError",
     "ServerError",
     "ServerValidationError",
     "SessionError",
@@ -117,6 +122,13 @@ class EnvClosedError(UsageError, gymnasium.error.ClosedEnvironmentError):
     """A call on an environment or vector environment that was closed.
 
     Also a ``gymnasium.error.ClosedEnvironmentError``, as ``AsyncVectorEnv`` raises.
+    """
+
+
+class ResetNeededError(UsageError, gymnasium.error.ResetNeeded):
+    """``step`` with no episode running: before the first ``reset``, or after it ended.
+
+    Also a ``gymnasium.error.ResetNeeded``, as Gymnasium's ``OrderEnforcing`` raises.
     """
 
 
@@ -278,6 +290,13 @@ class TransportError(OpenEnvGymError):
 
 class ConnectError(TransportError):
     """Could not connect to the server (refused, bad handshake, DNS, TLS)."""
+
+
+class AuthenticationError(ConnectError):
+    """The server refused our credentials (HTTP 401): the token is missing or wrong.
+
+    Pass ``token=`` (or set ``OPENENV_GYM_TOKEN``) with the server's token.
+    """
 
 
 class ConnectionLostError(TransportError):

@@ -60,4 +60,7 @@ def register_envs() -> None:
             # nondeterministic=True in its own env.spec: openenv_gym.env.serves_seeded
             nondeterministic=entry.nondeterministic,
             disable_env_checker=False,
+            # the env raises ResetNeededError (a gymnasium ResetNeeded) itself, after
+            # checking it is open: OrderEnforcing would answer "call reset()" on a closed env
+            order_enforce=False,
         )

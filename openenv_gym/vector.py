@@ -43,8 +43,10 @@ from openenv_gym.config import Timeouts
 from openenv_gym.env import (
     bind_schema,
     check_episode_args,
+    check_on_server_loss,
     choose_codec,
     fetch_schema,
+    headers_for_server,
     local_server,
     marked_spec,
     reply_info,
@@ -54,11 +56,14 @@ from openenv_gym.env import (
 from openenv_gym.exceptions import (
     ActionBatchError,
     ConfigurationError,
+    ConnectionLostError,
     EnvClosedError,
     EnvErrorGroup,
     InvalidActionError,
     NoPendingCallError,
+    OpenEnvGymError,
     PendingCallError,
+    ResetNeededError,
     UsageError,
     WaitTimeoutError,
 )
@@ -67,7 +72,7 @@ from openenv_gym.providers import Provider, make_provider
 from openenv_gym.spaces import Codec, FieldSpaces, codec_from_schema
 from openenv_gym.transport.dispatch import Dispatcher, Pending, Request
 from openenv_gym.transport.session import resolve_protocol
-from openenv_gym.transport.shards import Outcome, connect_shards
+from openenv_gym.transport.shards import Outcome, Shard, connect_shard, connect_shards
 
 __all__ = ["OpenEnvVectorEnv", "batch_infos"]
 
@@ -90,6 +95,9 @@ class _Received:
         fresh: For SAME_STEP autoreset: the outcome of the reset that followed the step,
             with the position of each of this outcome's sub-envs in it (-1: no reset).
         piece: The decoded observations of every position (None until decoded).
+        lost: ``on_server_loss="restart"``: the positions whose server was lost (they
+            count as ``ok``, truncated, from their last reply: ``final``), or None.
+        final: Position -> the outcome and position of its last reply, for ``lost``.
     """
 
     outcome: Outcome
@@ -102,6 +110,8 @@ class _Received:
     piece: Any = None
     decoded: bool = False
     chunks: list[tuple[_Int, InfoColumns]] = field(default_factory=list)
+    lost: _Bool | None = None
+    final: dict[int, tuple[Outcome, int]] = field(default_factory=dict)
 
 
 class OpenEnvVectorEnv(VectorEnv[Any, Any, Any]):
@@ -114,7 +124,7 @@ class OpenEnvVectorEnv(VectorEnv[Any, Any, Any]):
         num_envs: Number of sub-environments N.
         base_url: One server URL or a list (sub-envs are spread over them in order).
             Default: start local server processes.
-        provider: ``"local"``, ``"docker"``, ``"url"`` or a
+        provider: ``"local"``, ``"docker"``, ``"ray"``, ``"url"`` or a
             :class:`~openenv_gym.providers.Provider`.
         num_servers: Server processes K, local or one per container (default 1, or from
             ``envs_per_server``).
@@ -134,6 +144,18 @@ class OpenEnvVectorEnv(VectorEnv[Any, Any, Any]):
         render_mode: ``None`` or ``"ansi"``.
         codec: Your own spaces and conversions.
         headers: Extra HTTP headers for the WebSocket upgrades and ``GET /schema``.
+        token: The bearer token of servers we did not start (one, or one per
+            ``base_url``), sent as ``Authorization: Bearer <token>`` (default:
+            ``OPENENV_GYM_TOKEN``). Servers a provider starts get a fresh token each,
+            which the env sends without being told.
+        on_server_loss: ``"raise"`` (default): the sub-envs of a lost connection fail
+            with :class:`~openenv_gym.exceptions.ConnectionLostError` (in an
+            :class:`~openenv_gym.exceptions.EnvErrorGroup`). ``"restart"``: the env starts
+            the server again if it died (a server its provider started), reconnects all
+            its sub-envs, and reports each one's episode as truncated in the step that
+            lost it (the last observation, ``truncated=True``,
+            ``info["server_lost"] = True``); they then autoreset as usual
+            (``docs/reliability.md``).
         server: The server class local servers run, ``"package.module:Class"`` (default:
             the env's own).
         action_fields: ``env="generic"``: per action field, the space to use instead of
@@ -142,6 +164,8 @@ class OpenEnvVectorEnv(VectorEnv[Any, Any, Any]):
             instead of the schema's, or None to move the field to ``info``.
         tool: ``env="generic"`` on an MCP tool server: act with this one tool (the action
             space is its arguments'; default: every tool, ``Dict(tool, arguments)``).
+        **provider_options: More arguments of the provider (``provider="ray"``:
+            ``placement=``, ``num_cpus=``, ``runtime_env=``...; ``docs/scale-out.md``).
     """
 
     _spec: EnvSpec | None = None
@@ -171,10 +195,14 @@ class OpenEnvVectorEnv(VectorEnv[Any, Any, Any]):
         action_fields: FieldSpaces | None = None,
         observation_fields: FieldSpaces | None = None,
         tool: str | None = None,
+        token: str | Sequence[str | None] | None = None,
+        on_server_loss: str = "raise",
+        **provider_options: Any,
     ) -> None:
         if isinstance(num_envs, bool) or not isinstance(num_envs, int) or num_envs < 1:
             raise ConfigurationError(f"num_envs must be a positive integer, got {num_envs!r}")
         check_episode_args(max_episode_steps, render_mode)
+        self._on_server_loss = check_on_server_loss(on_server_loss)
         try:
             mode = AutoresetMode(autoreset_mode)
         except ValueError:
@@ -198,11 +226,15 @@ class OpenEnvVectorEnv(VectorEnv[Any, Any, Any]):
             envs_per_server = envs_per_container
         servers = self._count_servers(num_envs, num_servers, envs_per_server, base_url)
         self._provider = make_provider(
-            name, provider=provider, base_url=base_url, num_servers=servers
+            name, provider=provider, base_url=base_url, num_servers=servers, **provider_options
         )
         self._dispatcher = Dispatcher([])
         try:
             urls = self._provider.start()
+            self._tokens = self._tokens_per_server(token, len(urls))
+            self._headers = headers
+            per_server = [self.request_headers(k) for k in range(len(urls))]
+            headers = per_server[0]
             if chosen is None:
                 schema = fetch_schema(urls[0], timeout=self._timeouts.connect, headers=headers)
                 chosen = codec_from_schema(
@@ -214,7 +246,7 @@ class OpenEnvVectorEnv(VectorEnv[Any, Any, Any]):
             elif chosen.bind_schema is not None:
                 bind_schema(chosen, urls[0], self._timeouts.connect, headers)
             shards = connect_shards(
-                urls, num_envs, resolve_protocol(protocol), self._timeouts, headers
+                urls, num_envs, resolve_protocol(protocol), self._timeouts, per_server
             )
         except BaseException:
             self._provider.close()
@@ -250,8 +282,31 @@ class OpenEnvVectorEnv(VectorEnv[Any, Any, Any]):
         # per sub-env: (np_random, its seed), as each of SyncVectorEnv's envs holds them
         self._rngs: list[tuple[np.random.Generator, int] | None] = [None] * num_envs
         self._call_lock = threading.RLock()
+        # sub-envs whose server was lost while they were idle: their next step says so
+        self._lost = np.zeros(num_envs, dtype=np.bool_)
 
     # ------------------------------------------------------------------ set-up
+    @staticmethod
+    def _tokens_per_server(
+        token: str | Sequence[str | None] | None, count: int
+    ) -> list[str | None]:
+        if token is None or isinstance(token, str):
+            return [token] * count
+        tokens = list(token)
+        if len(tokens) != count:
+            raise ConfigurationError(
+                f"token= lists {len(tokens)} tokens for {count} servers: give one, or one "
+                "per base_url"
+            )
+        return tokens
+
+    def request_headers(self, k: int = 0) -> dict[str, str] | None:
+        """The HTTP headers this env sends server ``k`` (its bearer token included).
+
+        A restarted server may have a new token: these are the current ones.
+        """
+        return headers_for_server(self._provider, k, self._headers, self._tokens[k])
+
     def _check_batch_size(self, batch_size: int) -> int:
         if not 1 <= batch_size <= self.num_envs:
             raise ConfigurationError(
@@ -469,29 +524,41 @@ class OpenEnvVectorEnv(VectorEnv[Any, Any, Any]):
         return requests
 
     # ------------------------------------------------------------------ receiving
-    def _absorb(self, outcome: Outcome) -> _Received:
-        """Bookkeeping for one outcome's sub-envs (on the caller's thread, numpy)."""
+    def _absorb(self, outcome: Outcome, lost: _Bool | None = None) -> _Received:
+        """Bookkeeping for one outcome's sub-envs (on the caller's thread, numpy).
+
+        ``lost``: positions whose server was lost (no result: truncated, see
+        :meth:`_with_lost`).
+        """
         ids = np.asarray(outcome.ids, dtype=np.intp)
         n = len(ids)
         ok = np.ones(n, dtype=np.bool_)
-        if outcome.errors:
+        if outcome.errors or lost is not None:
             ok[list(outcome.errors)] = False
+            if lost is not None:
+                ok &= ~lost
             good = ids[ok]
             self._last_at[good] = np.flatnonzero(ok)
         else:
             good = ids
             self._last_at[ids] = np.arange(n)
+        if lost is not None:  # their last reply, before a SAME_STEP reset replaces it
+            final = {
+                k: (self._last[i], int(self._last_at[i]))
+                for k, i in zip(np.flatnonzero(lost).tolist(), ids[lost].tolist(), strict=True)
+            }
         self._last[good] = outcome
         if outcome.op == "reset":
             self._elapsed[good] = 0
             self._autoreset[good] = False
             self._started[good] = True
             zeros = np.zeros(n, dtype=np.bool_)
-            return _Received(outcome, ids, ok, np.zeros(n), zeros, zeros)
+            received = _Received(outcome, ids, ok, np.zeros(n), zeros, zeros)
+            return received if lost is None else self._with_lost(received, lost, final)
         elapsed = self._elapsed[ids] + 1
         limit = self.max_episode_steps
         # as gymnasium's TimeLimit: the limit truncates, whether or not the step terminated
-        if outcome.errors:
+        if not ok.all():
             self._elapsed[good] = elapsed[ok]
             terminated = outcome.dones & ok
             truncated = (elapsed >= limit) & ok if limit is not None else np.zeros(n, np.bool_)
@@ -505,9 +572,108 @@ class OpenEnvVectorEnv(VectorEnv[Any, Any, Any]):
         if np.isnan(rewards).any():
             rewards = np.where(np.isnan(rewards), 0.0, rewards)
         received = _Received(outcome, ids, ok, rewards, terminated, truncated)
+        if lost is not None:
+            received = self._with_lost(received, lost, final)
         if self.autoreset_mode is AutoresetMode.SAME_STEP:
             self._reset_now(received)
         return received
+
+    def _with_lost(
+        self, received: _Received, lost: _Bool, final: dict[int, tuple[Outcome, int]]
+    ) -> _Received:
+        """Mark ``lost`` positions: truncated (reward 0) from their last reply; autoreset."""
+        received.ok = received.ok | lost
+        received.terminated = received.terminated & ~lost
+        received.truncated = received.truncated | lost
+        received.rewards = np.where(lost, 0.0, received.rewards)
+        received.lost, received.final = lost, final
+        self._autoreset[received.ids[lost]] = True
+        return received
+
+    # ------------------------------------------------------------------ lost servers
+    def _recover(self, outcomes: list[Outcome]) -> tuple[list[_Bool | None], list[Outcome]]:
+        """``on_server_loss="restart"``: reconnect the shards that lost a connection.
+
+        Returns, per outcome, its positions now counted as lost (or None), and the
+        outcomes of requests abandoned on those shards (every position lost). Every other
+        sub-env of a reconnected shard is marked to report the loss at its next step.
+        Where a shard cannot be reconnected, its sub-envs keep their error (the reason).
+        """
+        hit = sorted(
+            {
+                int(self._shard_of[outcome.ids[k]])
+                for outcome in outcomes
+                for k, error in outcome.errors.items()
+                if isinstance(error, ConnectionLostError)
+            }
+        )
+        masks: list[_Bool | None] = [None] * len(outcomes)
+        if not hit:
+            return masks, []
+        shards = self._dispatcher.shards
+        recovered, abandoned = set(), []
+        for k in hit:
+            old = shards[k]
+            try:
+                self._reconnect(k)
+            except OpenEnvGymError as exc:
+                for outcome in outcomes:
+                    for pos, error in outcome.errors.items():
+                        if (
+                            isinstance(error, ConnectionLostError)
+                            and self._shard_of[outcome.ids[pos]] == k
+                        ):
+                            outcome.errors[pos] = exc
+                continue
+            recovered.add(k)
+            abandoned += [p for p in self._in_flight if p.shard is old]
+            self._in_flight = [p for p in self._in_flight if p.shard is not old]
+            self._lost[old.indices] = self._started[old.indices]  # refined below
+        reported: list[int] = []
+        for j, outcome in enumerate(outcomes):
+            ids = np.asarray(outcome.ids, dtype=np.intp)
+            mask = np.zeros(len(ids), dtype=np.bool_)
+            for pos, error in list(outcome.errors.items()):
+                if isinstance(error, ConnectionLostError) and self._shard_of[ids[pos]] in recovered:
+                    mask[pos] = True
+                    del outcome.errors[pos]
+            if mask.any():
+                masks[j] = mask
+                reported += ids[mask].tolist()
+        extra = []
+        for pending in abandoned:
+            ids = np.asarray(pending.ids, dtype=np.intp)
+            gone = ConnectionLostError("the server was lost with this request in flight")
+            extra.append(Outcome.failed(ids, "step", gone))
+            reported += ids.tolist()
+        self._lost[reported] = False  # reported now: not again at their next step
+        return masks, extra
+
+    def _reconnect(self, k: int) -> None:
+        """Replace shard ``k``: restart its server if it is gone, reconnect its sub-envs.
+
+        Raises:
+            ProviderError: The server is gone and its provider cannot start it again.
+            OpenEnvGymError: The new connections failed.
+        """
+        provider = self._provider
+        old = self._dispatcher.shards[k]
+        url = old.url if provider.alive(k) else provider.restart(k)
+        try:
+            shard = self._connect_again(k, url, old)
+        except OpenEnvGymError:  # it runs but does not answer (hung), or refuses
+            url = provider.restart(k)
+            shard = self._connect_again(k, url, old)
+        logger.warning(
+            "lost server %d (%s): %d sub-envs now on %s", k, old.url, len(old.indices), url
+        )
+        self._dispatcher.replace(k, shard)
+        self._urls[k] = url
+
+    def _connect_again(self, k: int, url: str, old: Shard) -> Shard:
+        return connect_shard(
+            url, old.indices, old.protocol, self._timeouts, self.request_headers(k)
+        )
 
     def _reset_now(self, received: _Received) -> None:
         """SAME_STEP: reset the sub-envs whose episode just ended, before returning them."""
@@ -528,9 +694,17 @@ class OpenEnvVectorEnv(VectorEnv[Any, Any, Any]):
         done = self._dispatcher.collect(self._in_flight, want, timeout)
         finished = {id(p) for p in done}
         self._in_flight = [p for p in self._in_flight if id(p) not in finished]
+        outcomes = [Dispatcher.take(pending) for pending in done]
+        masks: list[_Bool | None] = [None] * len(outcomes)
+        if self._on_server_loss == "restart":
+            masks, extra = self._recover(outcomes)
+            outcomes += extra
+            masks += [np.ones(len(o.ids), dtype=np.bool_) for o in extra]
+            for outcome in extra:
+                outcome.errors.clear()
         have = 0
-        for pending in done:
-            received = self._absorb(Dispatcher.take(pending))
+        for outcome, lost in zip(outcomes, masks, strict=True):
+            received = self._absorb(outcome, lost)
             self._ready.append((received, np.arange(len(received.ids))))
             have += len(received.ids)
         return have
@@ -585,7 +759,7 @@ class OpenEnvVectorEnv(VectorEnv[Any, Any, Any]):
         same_step = self.autoreset_mode is AutoresetMode.SAME_STEP and any(
             r.fresh is not None for r, _ in taken
         )
-        if same_step:
+        if same_step or any(r.lost is not None for r, _ in taken):
             return self._batch_per_env(taken, order)
         single = len(taken) == 1
         received, sel = taken[0]
@@ -721,12 +895,16 @@ class OpenEnvVectorEnv(VectorEnv[Any, Any, Any]):
             for k in sel.tolist():
                 if k in outcome.errors:
                     continue
-                obs = self._obs_at(outcome, k)
-                info = self._info_at(outcome, k)
+                lost = received.lost is not None and bool(received.lost[k])
+                last, at = received.final[k] if lost else (outcome, k)
+                obs = self._obs_at(last, at)
+                info = self._info_at(last, at)
                 if received.fresh is not None and received.fresh[1][k] >= 0:
                     fresh, at = received.fresh[0], int(received.fresh[1][k])
                     info = {"final_obs": obs, "final_info": info, **self._info_at(fresh, at)}
                     obs = self._obs_at(fresh, at)
+                if lost:
+                    info["server_lost"] = True
                 results[int(received.ids[k])] = (
                     obs,
                     float(received.rewards[k]),
@@ -798,9 +976,14 @@ class OpenEnvVectorEnv(VectorEnv[Any, Any, Any]):
         with self._call_lock:
             try:
                 outcomes = self._dispatcher.run(self._requests("reset", env_ids, args))
+                lost = self._recover(outcomes)[0] if self._on_server_loss == "restart" else []
+                if any(mask is not None for mask in lost):
+                    # reconnected: reset again (fresh sessions, the same seeds)
+                    outcomes = self._dispatcher.run(self._requests("reset", env_ids, args))
             except UsageError as exc:
                 self._closed_meanwhile(exc)
                 raise
+            self._lost[env_ids] = False
         received = [self._absorb(outcome) for outcome in outcomes]
         taken = [(r, np.arange(len(r.ids))) for r in received]
         errors = {int(r.ids[k]): e for r in received for k, e in r.outcome.errors.items()}
@@ -906,16 +1089,20 @@ class OpenEnvVectorEnv(VectorEnv[Any, Any, Any]):
         per_env = self._split_actions(actions, env_ids)
         not_started = env_ids[~self._started[env_ids]].tolist()
         if not_started:
-            raise UsageError(f"sub-envs {not_started} were never reset: call reset() first")
+            raise ResetNeededError(f"sub-envs {not_started} were never reset: call reset() first")
         finished = self._autoreset[env_ids]
         if self.autoreset_mode is AutoresetMode.DISABLED and finished.any():
             raise UsageError(
                 f"sub-envs {env_ids[finished].tolist()} finished their episode and autoreset "
                 "is DISABLED: call reset(options={'reset_mask': ...}) first"
             )
-        resetting = finished if self.autoreset_mode is AutoresetMode.NEXT_STEP else None
         with self._call_lock:
             self._check_open()
+            if self._lost.any():
+                env_ids, per_env, finished = self._report_lost(env_ids, per_env, finished)
+                if not len(env_ids):
+                    return
+            resetting = finished if self.autoreset_mode is AutoresetMode.NEXT_STEP else None
             if resetting is None or not resetting.any():
                 requests = self._requests("step", env_ids, self._encode(per_env))
             else:
@@ -926,6 +1113,30 @@ class OpenEnvVectorEnv(VectorEnv[Any, Any, Any]):
                     requests += self._requests("step", env_ids[stepping], self._encode(acts))
             self._in_flight.extend(self._dispatcher.submit(requests))
         self._busy[env_ids] = True
+
+    def _report_lost(
+        self, env_ids: _Int, per_env: list[Any], finished: _Bool
+    ) -> tuple[_Int, list[Any], _Bool]:
+        """Sub-envs whose server was lost while idle: their step is the loss, now.
+
+        Those about to autoreset just do (on the new server). The others are not sent:
+        their result is ready at once (truncated, ``info["server_lost"]``). Returns the
+        sub-envs still to send, their actions and their ``finished`` flags.
+        """
+        flagged = self._lost[env_ids]
+        self._lost[env_ids[flagged & finished]] = False
+        report = flagged & ~finished
+        if not report.any():
+            return env_ids, per_env, finished
+        lost_ids = env_ids[report]
+        self._lost[lost_ids] = False
+        gone = Outcome.failed(lost_ids, "step", ConnectionLostError("server lost"))
+        gone.errors.clear()
+        received = self._absorb(gone, np.ones(len(lost_ids), dtype=np.bool_))
+        self._ready.append((received, np.arange(len(lost_ids))))
+        self._busy[lost_ids] = True
+        keep = np.flatnonzero(~report)
+        return env_ids[keep], [per_env[j] for j in keep.tolist()], finished[keep]
 
     # ------------------------------------------------------------------ extras
     def call(self, name: str, *args: Any, **kwargs: Any) -> tuple[Any, ...]:
@@ -1005,6 +1216,13 @@ class OpenEnvVectorEnv(VectorEnv[Any, Any, Any]):
                 continue
             frames.append(self.codec.render(wire_observation(self.codec, obs, outcome.meta(at))))
         return tuple(frames)
+
+    def __enter__(self) -> OpenEnvVectorEnv:
+        """``with gymnasium.make_vec(...) as envs:`` closes the vector env on the way out."""
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
 
     def render(self) -> tuple[Any, ...] | None:
         """``render_mode="ansi"``: one text per sub-env."""

@@ -830,5 +830,5 @@ def text_interface(env: Any, *, tool_name: str | None = None) -> TextInterface:
     schema = None
     if name == GENERIC:
         url = getattr(unwrapped, "base_url", None) or unwrapped.base_urls[0]
-        schema = fetch_schema(url).get("action")
+        schema = fetch_schema(url, headers=unwrapped.request_headers(0)).get("action")
     return interface_from_space(space, schema=schema, tool_name=tool_name)

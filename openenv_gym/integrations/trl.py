@@ -380,6 +380,9 @@ class EnvironmentFactory:
         for key in ("provider", "server"):
             kwargs.pop(key, None)
         kwargs["base_url"] = url
+        token = started.token(0)  # the server we started demands it: send it
+        if token is not None:
+            kwargs["token"] = token
 
     def _make_env(self, runtime: _Runtime) -> Any:
         try:

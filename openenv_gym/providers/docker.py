@@ -8,7 +8,10 @@ containers whose owner process is gone.
 
 Hardened by default: memory, CPU and pid limits, every capability dropped,
 ``no-new-privileges``, a read-only root file system with a ``/tmp`` tmpfs. The image runs
-as a non-root user (``servers/Dockerfile``).
+as a non-root user (``servers/Dockerfile``). Each server demands a bearer token, a fresh
+one per container unless ``OPENENV_GYM_TOKEN`` is set, given to it as
+``OPENENV_GYM_TOKEN`` (:meth:`DockerProvider.token`); an image that does not read it
+ignores it.
 
 The ``docker`` package is optional: ``pip install 'openenv-gym[docker]'``.
 """
@@ -18,6 +21,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
+import secrets
 import socket
 import time
 import weakref
@@ -26,8 +30,13 @@ from typing import TYPE_CHECKING, Any
 
 from openenv_gym._http import get_json
 from openenv_gym._version import __version__
-from openenv_gym.config import env_float
-from openenv_gym.exceptions import ConfigurationError, OpenEnvGymError, ProviderError
+from openenv_gym.config import env_float, env_str
+from openenv_gym.exceptions import (
+    AuthenticationError,
+    ConfigurationError,
+    OpenEnvGymError,
+    ProviderError,
+)
 from openenv_gym.providers.base import Provider
 
 if TYPE_CHECKING:
@@ -100,6 +109,9 @@ class DockerProvider(Provider):
             ``pids_limit``).
         environment: More environment variables for the containers.
         client: A ``docker.DockerClient`` (default: :func:`docker_client`).
+        token: The bearer token of every server (default: ``OPENENV_GYM_TOKEN``, else a
+            fresh random one per container), given to it as ``OPENENV_GYM_TOKEN``; a
+            client sends :meth:`token`.
     """
 
     def __init__(
@@ -114,6 +126,7 @@ class DockerProvider(Provider):
         limits: Mapping[str, Any] | None = None,
         environment: Mapping[str, str] | None = None,
         client: docker.DockerClient | None = None,
+        token: str | None = None,
     ) -> None:
         if isinstance(num_containers, bool) or not isinstance(num_containers, int):
             raise ConfigurationError(f"num_containers must be an integer, got {num_containers!r}")
@@ -135,6 +148,10 @@ class DockerProvider(Provider):
         self.start_timeout = start_timeout or env_float("OPENENV_GYM_START_TIMEOUT", 30.0) or 30.0
         self.limits = {**DEFAULT_LIMITS, **dict(limits or {})}
         self.environment = dict(environment or {})
+        self._token = (
+            token or self.environment.get("OPENENV_GYM_TOKEN") or env_str("OPENENV_GYM_TOKEN")
+        )
+        self._tokens: list[str] = []  # per container, in order
         self._client = client
         self.containers: list[Container] = []
         self._ids: list[str] = []
@@ -165,13 +182,57 @@ class DockerProvider(Provider):
             raise
         return list(self._urls)
 
-    def _run_one(self, client: docker.DockerClient) -> None:
+    def token(self, index: int) -> str | None:
+        """The bearer token container ``index`` demands (a restarted one has a new one)."""
+        return self._tokens[index] if index < len(self._tokens) else None
+
+    def alive(self, index: int) -> bool:
+        """Whether container ``index`` still runs."""
+        import docker
+
+        try:
+            container = self.containers[index]
+            container.reload()
+        except (IndexError, docker.errors.DockerException):
+            return False
+        return bool(container.status == "running")
+
+    def restart(self, index: int) -> str:
+        """Remove container ``index`` and start a fresh one in its place; its URL.
+
+        Raises:
+            ProviderError: The provider is closed, or the new container failed.
+        """
+        if self._urls is None:
+            raise ProviderError("the docker provider is closed (or was never started)")
+        client = self.client
+        old = self.containers[index]
+        with contextlib.suppress(Exception):  # already gone: nothing to remove
+            client.api.remove_container(old.id, force=True)
+        with contextlib.suppress(ValueError):
+            self._ids.remove(old.id)
+        count = len(self.containers)
+        try:
+            container = self._run_one(client)
+        finally:  # _run_one appends what it made: it takes the lost one's place instead
+            del self.containers[count:]
+            fresh_tokens = self._tokens[count:]
+            del self._tokens[count:]
+        self.containers[index] = container
+        self._tokens[index] = fresh_tokens[0]
+        url = self._wait_healthy(container, time.monotonic() + self.start_timeout)
+        self._urls[index] = url
+        logger.warning("restarted container %d of %s at %s", index, self.image, url)
+        return url
+
+    def _run_one(self, client: docker.DockerClient) -> Container:
         import docker
 
         environment = {"PORT": str(self.container_port)}
         if self.max_sessions is not None:
             environment["MAX_SESSIONS"] = str(self.max_sessions)
         environment.update(self.environment)
+        token = environment["OPENENV_GYM_TOKEN"] = self._token or secrets.token_urlsafe(32)
         try:
             # create + start, never run(): run() pulls a missing image from a registry
             container = client.containers.create(
@@ -196,11 +257,13 @@ class DockerProvider(Provider):
         except docker.errors.DockerException as exc:
             raise ProviderError(f"cannot start a container of {self.image!r}: {exc}") from exc
         self.containers.append(container)
+        self._tokens.append(token)
         self._ids.append(container.id)
         try:
             container.start()
         except docker.errors.DockerException as exc:
             raise ProviderError(f"cannot start a container of {self.image!r}: {exc}") from exc
+        return container
 
     def _host_port(self, container: Container) -> int | None:
         ports = container.attrs.get("NetworkSettings", {}).get("Ports") or {}
@@ -214,6 +277,8 @@ class DockerProvider(Provider):
         import docker
 
         url: str | None = None
+        token = self._tokens[self.containers.index(container)]
+        headers = {"Authorization": f"Bearer {token}"}
         while True:
             try:
                 container.reload()
@@ -227,7 +292,9 @@ class DockerProvider(Provider):
                     url = f"http://127.0.0.1:{port}"
             if url is not None:
                 try:
-                    status, body = get_json(f"{url}/health", timeout=2.0)
+                    status, body = get_json(f"{url}/health", timeout=2.0, headers=headers)
+                except AuthenticationError as exc:
+                    raise self._fail(container, f"refused its token ({exc})") from exc
                 except OpenEnvGymError:
                     status, body = 0, None
                 if status == 200 and (not isinstance(body, dict) or body.get("status") != "error"):
@@ -254,6 +321,7 @@ class DockerProvider(Provider):
             self._finalizer = None
         self._urls = None
         self.containers = []
+        self._tokens = []
 
     def __repr__(self) -> str:
         return (

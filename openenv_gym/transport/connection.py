@@ -11,7 +11,12 @@ while servers still compute the others); a reply is then taken with ``take``. Th
 blocking calls (``reset``, ``step``, ``call``...) are the two halves with a wait between.
 
 A timeout or a lost connection is fatal: the socket is dropped, so no late reply can ever
-be taken for the answer to a later request.
+be taken for the answer to a later request. So is a frame that answers nothing: OpenEnv's
+replies carry no request id, so a duplicate reply would otherwise be taken for the answer
+to the next request, and every later one for the answer to the one after it. A JSON
+session sends a ping with each request (section 2.5): the server answers it when it reads
+it, so a data frame that arrives before its pong was sent before the server read the
+request, and ends the session with :class:`RemoteProtocolError`.
 """
 
 from __future__ import annotations
@@ -39,6 +44,7 @@ from openenv_gym.protocol import openenv as op
 from openenv_gym.transport import keepalive
 from openenv_gym.transport.wire import (
     HandshakeRefused,
+    Pong,
     WebSocket,
     deadline_after,
     open_websocket,
@@ -68,6 +74,19 @@ def error_of(reply: op.ErrorReceived) -> ServerError:
     return server_error(reply.code, reply.message, reply.details, session_closed=reply.ends_session)
 
 
+_PING = b"oeg"
+"""Prefix of the payload of our barrier pings (then a 4-byte counter)."""
+
+
+def _ends_session(message: bytes | str) -> bool:
+    """Whether a frame is an error that ends the session (the server may send it unasked)."""
+    try:
+        reply = op.decode_reply(message)
+    except ProtocolError:
+        return False
+    return isinstance(reply, op.ErrorReceived) and reply.ends_session
+
+
 def _timed_out(url: str, timeouts: Timeouts, what: str) -> RequestTimeoutError:
     return RequestTimeoutError(
         f"no reply from {url} within {timeouts.step} s; the {what} is closed"
@@ -76,6 +95,10 @@ def _timed_out(url: str, timeouts: Timeouts, what: str) -> RequestTimeoutError:
 
 class JsonSession:
     """One OpenEnv ``/ws`` session. Create with :meth:`connect`.
+
+    Every request goes out behind a ping (see the module docstring). Once a pong has come
+    back ahead of its reply, a reply ahead of its pong ends the session; a server whose
+    pongs lag behind its replies (or never come) is driven without that check.
 
     Args:
         ws: The open WebSocket.
@@ -88,9 +111,14 @@ class JsonSession:
         self.timeouts = timeouts
         self._proto = op.ClientSession()
         self._reply: op.Reply | None = None
+        self._error: ProtocolError | None = None
         self._deadline: float | None = None
         self._in_flight = False
         self._overdue = False
+        self._pings = 0
+        self._awaiting_pong: bytes | None = None  # the ping sent with the request in flight
+        self._pongs_first: bool | None = None  # None: not known yet
+        ws.track_pongs = True
         keepalive.track(ws)
 
     @classmethod
@@ -147,6 +175,10 @@ class JsonSession:
             self._deadline = deadline_after(self.timeouts.step)
             self._in_flight = True
             try:
+                if self._pongs_first is not False:
+                    self._pings = (self._pings + 1) % 2**32
+                    self._awaiting_pong = _PING + self._pings.to_bytes(4, "big")
+                    self.ws.queue_ping(self._awaiting_pong)
                 for frame in self._proto.data_to_send():
                     self.ws.queue(frame)
                 self.ws.flush()
@@ -162,12 +194,38 @@ class JsonSession:
         proto = self._proto
         try:
             while messages:
-                proto.receive_data(messages.popleft())
-        except ProtocolError:
+                message = messages.popleft()
+                if isinstance(message, Pong):
+                    self._pong(message.data)
+                elif (
+                    self._awaiting_pong is not None
+                    and self._pongs_first
+                    and not _ends_session(message)  # the server's reason, not ours
+                ):
+                    proto.connection_lost()
+                    raise RemoteProtocolError(
+                        f"{self.url} sent a frame before it read our request: a duplicate "
+                        "or unsolicited reply (OpenEnv replies carry no request id, so the "
+                        "session is closed)"
+                    )
+                else:
+                    proto.receive_data(message)
+        except ProtocolError as exc:
+            self._error = exc
             self.ws.abort()
             raise
         for event in proto.events_received():
             self._reply = event
+
+    def _pong(self, data: bytes) -> None:
+        """A pong came: the server has read every frame we sent before its ping."""
+        if data == self._awaiting_pong:
+            self._awaiting_pong = None
+            if self._pongs_first is None:
+                self._pongs_first = True
+        elif data.startswith(_PING):  # the pong of a request whose reply came first
+            self._pongs_first = False  # this server's pongs lag: no barrier, no more pings
+            self._awaiting_pong = None
 
     def poll(self) -> bool:
         """Read what has arrived (never blocks); True once the reply is in (or failed).
@@ -220,6 +278,8 @@ class JsonSession:
         reply, self._reply = self._reply, None
         overdue, self._overdue, self._in_flight = self._overdue, False, False
         self._deadline = None
+        if reply is None and self._error is not None:
+            raise self._error
         if reply is None or overdue:
             if self.ws.failure is not None and not overdue:
                 self._proto.connection_lost()
@@ -452,7 +512,10 @@ class BatchConnection:
         messages = ws.messages
         try:
             while messages:
-                proto.receive_data(messages.popleft())
+                message = messages.popleft()
+                if isinstance(message, Pong):  # not ours: pongs are tracked on /ws only
+                    continue
+                proto.receive_data(message)
                 for event in proto.events_received():
                     rid = 0 if isinstance(event, bp.HelloReceived) else event.request_id
                     if rid is None:

@@ -229,6 +229,25 @@ class Dispatcher:
         if self._interrupted.is_set():
             raise UsageError("the environment was closed while the call was waiting")
 
+    def replace(self, index: int, shard: Shard) -> None:
+        """Put ``shard`` in the place of shard ``index`` (reconnected), closing the old one.
+
+        Requests still pending on the old shard are abandoned: never collect them.
+        """
+        old, self.shards[index] = self.shards[index], shard
+        self._registered.pop(id(old), None)
+        gone = {id(ws) for ws in old.sockets}
+        self._writers = [ws for ws in self._writers if id(ws) not in gone]
+        selector = self._selector
+        if selector is not None:
+            for ws in old.sockets:
+                fd = ws.fileno()
+                with contextlib.suppress(KeyError, ValueError, OSError):
+                    if fd >= 0 and selector.get_key(fd).data is ws:
+                        selector.unregister(fd)
+        with contextlib.suppress(Exception):
+            old.close()
+
     def interrupt(self) -> None:
         """From another thread: make a :meth:`collect` in progress raise at once."""
         self._interrupted.set()

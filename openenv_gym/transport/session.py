@@ -12,6 +12,7 @@ import weakref
 from collections.abc import Mapping
 from typing import Any, Literal
 
+from openenv_gym._http import with_token
 from openenv_gym.config import Timeouts, env_str
 from openenv_gym.exceptions import ConfigurationError, EnvErrorGroup, OpenEnvGymError, UsageError
 from openenv_gym.protocol import batch as bp
@@ -183,6 +184,7 @@ def open_session(
     protocol: str | None = None,
     timeouts: Timeouts | None = None,
     headers: Mapping[str, str] | None = None,
+    token: str | None = None,
 ) -> Session:
     """Open one environment session on an OpenEnv or openenv-gym server.
 
@@ -190,12 +192,16 @@ def open_session(
         base_url: ``http(s)://`` or ``ws(s)://`` URL of the server (a path prefix is kept).
         protocol: ``"auto"`` (batched if offered, else JSON), ``"batch"`` or ``"json"``.
         timeouts: Connect / step / close timeouts (default: :meth:`Timeouts.from_env`).
-        headers: Extra HTTP headers for the upgrade (e.g. ``Authorization``).
+        headers: Extra HTTP headers for the upgrade.
+        token: Sent as ``Authorization: Bearer <token>`` (default: ``OPENENV_GYM_TOKEN``,
+            unless ``headers`` carry an ``Authorization``).
 
     Raises:
+        AuthenticationError: The server wants a token and ours is missing or wrong.
         ConnectError: The server is unreachable (or, with ``protocol="batch"``, does not
             speak the batched protocol).
         ServerError: The server refused the session (e.g. :class:`CapacityError`).
     """
     chosen = resolve_protocol(protocol)
-    return Session(_connect(base_url, chosen, timeouts or Timeouts.from_env(), headers), base_url)
+    sent = with_token(headers, token)
+    return Session(_connect(base_url, chosen, timeouts or Timeouts.from_env(), sent), base_url)

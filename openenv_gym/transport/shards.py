@@ -553,9 +553,11 @@ def connect_shards(
     num_envs: int,
     protocol: str,
     timeouts: Timeouts,
-    headers: Mapping[str, str] | None = None,
+    headers: Mapping[str, str] | Sequence[Mapping[str, str] | None] | None = None,
 ) -> list[Shard]:
     """Spread ``num_envs`` sub-envs over ``urls`` (contiguous runs) and connect them all.
+
+    ``headers``: for every server, or a list of them, one per URL (their tokens differ).
 
     Raises:
         EnvErrorGroup: Some sessions could not be opened (all others are closed).
@@ -563,14 +565,15 @@ def connect_shards(
     """
     k = min(len(urls), num_envs)
     runs = split_evenly(num_envs, k)
+    per_url = list(headers) if isinstance(headers, Sequence) else [headers] * len(urls)
 
-    def shard(job: tuple[str, list[int]]) -> Shard | BaseException:
+    def shard(job: tuple[str, list[int], Mapping[str, str] | None]) -> Shard | BaseException:
         try:
-            return connect_shard(job[0], job[1], protocol, timeouts, headers)
+            return connect_shard(job[0], job[1], protocol, timeouts, job[2])
         except OpenEnvGymError as exc:
             return exc
 
-    outcomes = _map(shard, list(zip(urls, runs, strict=False)))
+    outcomes = _map(shard, list(zip(urls, runs, per_url, strict=False)))
     shards = [s for s in outcomes if isinstance(s, Shard)]
     failures = [e for e in outcomes if isinstance(e, BaseException)]
     if failures:

@@ -14,6 +14,9 @@ wake-ups), more than a whole batched step of 64 Echo envs; see ``docs/architectu
   (:meth:`~WebSocket.read`); pings are answered as they are read.
 * :func:`wait` blocks until any of several sockets is readable (or writable, when it has
   bytes left to write), or a deadline passes. It is the only place that blocks.
+* Pings of our own (:meth:`~WebSocket.queue_ping`) come back as :class:`Pong` markers in
+  :attr:`~WebSocket.messages`, in order with the data messages, when
+  :attr:`~WebSocket.track_pongs` is set: the JSON session uses them as barriers.
 * Idle connections still answer pings: :mod:`openenv_gym.transport.keepalive` reads them
   from a background thread, every few seconds, whenever no call is using them.
 
@@ -35,6 +38,7 @@ import time
 import urllib.parse
 import urllib.request
 from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from websockets.client import ClientProtocol
@@ -47,6 +51,7 @@ from websockets.uri import parse_uri
 
 from openenv_gym._version import __version__
 from openenv_gym.exceptions import (
+    AuthenticationError,
     ConnectError,
     ConnectionLostError,
     RemoteProtocolError,
@@ -56,6 +61,7 @@ from openenv_gym.exceptions import (
 __all__ = [
     "MAX_MESSAGE",
     "HandshakeRefused",
+    "Pong",
     "WebSocket",
     "deadline_after",
     "open_websocket",
@@ -87,6 +93,20 @@ class HandshakeRefused(ConnectError):
     def __init__(self, message: str, status: int) -> None:
         super().__init__(message)
         self.status = status
+
+
+@dataclass(frozen=True, slots=True)
+class Pong:
+    """A pong received, kept in :attr:`WebSocket.messages` among the data messages.
+
+    Only when :attr:`WebSocket.track_pongs` is set. The peer answers a ping when it reads
+    it, so what came before the pong was sent before the peer read what followed the ping.
+
+    Attributes:
+        data: The pong's payload (the ping's).
+    """
+
+    data: bytes
 
 
 def ws_url(base_url: str, path: str) -> str:
@@ -124,7 +144,9 @@ class WebSocket:
         url: The ``ws(s)://`` URL it was opened on.
         subprotocol: The subprotocol the server selected, or None.
         messages: Whole data messages received and not yet taken (``bytes`` for binary
-            frames, ``str`` for text frames), oldest first.
+            frames, ``str`` for text frames), oldest first; with :attr:`track_pongs`, also
+            a :class:`Pong` for each pong, in the order they came.
+        track_pongs: Whether pongs are kept in :attr:`messages` (off: dropped).
         lock: Held by the thread using the socket.
         failure: Why the connection is gone (a :class:`TransportError`), or None while it
             is open.
@@ -134,7 +156,8 @@ class WebSocket:
         self.sock = sock
         self.url = url
         self.subprotocol: str | None = protocol.subprotocol
-        self.messages: collections.deque[bytes | str] = collections.deque()
+        self.messages: collections.deque[bytes | str | Pong] = collections.deque()
+        self.track_pongs = False
         self.lock = threading.RLock()
         self.failure: ConnectionLostError | RemoteProtocolError | None = None
         self.last_used = time.monotonic()
@@ -193,6 +216,19 @@ class WebSocket:
                 self._proto.send_text(data.encode())
             else:
                 self._proto.send_binary(data)
+        except InvalidState as exc:  # closing: the connection is as good as gone
+            self._lose(self._closed_failure())
+            raise self.failure from exc  # type: ignore[misc]
+        self._take_output()
+
+    def queue_ping(self, data: bytes) -> None:
+        """Queue a ping carrying ``data`` (its pong comes back as a :class:`Pong`).
+
+        Next: :meth:`flush`.
+        """
+        self.check()
+        try:
+            self._proto.send_ping(data)
         except InvalidState as exc:  # closing: the connection is as good as gone
             self._lose(self._closed_failure())
             raise self.failure from exc  # type: ignore[misc]
@@ -301,6 +337,8 @@ class WebSocket:
                 if frame.fin:
                     whole, self._fragments = b"".join(self._fragments), []
                     self._deliver(whole, self._fragment_text)
+            elif opcode is Opcode.PONG and self.track_pongs:
+                self.messages.append(Pong(bytes(frame.data)))
         self._take_output()  # pongs, the close reply
         if self._out:
             with contextlib.suppress(ConnectionLostError):
@@ -345,12 +383,15 @@ class WebSocket:
             ConnectionLostError: The connection closed before a message came.
         """
         messages = self.messages
-        while not messages:
-            self.check()
-            if not wait([self], deadline):
-                raise RequestTimeoutError(f"no reply from {self.url} within the timeout")
-            self.read()
-        return messages.popleft()
+        while True:
+            while not messages:
+                self.check()
+                if not wait([self], deadline):
+                    raise RequestTimeoutError(f"no reply from {self.url} within the timeout")
+                self.read()
+            message = messages.popleft()
+            if not isinstance(message, Pong):
+                return message
 
     # ------------------------------------------------------------------ closing
     def abort(self) -> None:
@@ -509,6 +550,11 @@ def _open_once(
                 http_url = "http" + url[2:]  # ws(s):// -> http(s)://, for urljoin
                 raise _Redirect(ws_url(urllib.parse.urljoin(http_url, location), ""))
         problem = protocol.handshake_exc
+        if status == 401:
+            raise AuthenticationError(
+                f"{url}: the server refused the WebSocket upgrade (HTTP 401: missing or wrong "
+                "token; pass token= or set OPENENV_GYM_TOKEN)"
+            ) from problem
         if isinstance(problem, InvalidStatus) or (status and status != 101):
             raise HandshakeRefused(
                 f"{url}: the server refused the WebSocket upgrade (HTTP {status})", status

@@ -26,6 +26,7 @@ import pytest
 
 import openenv_gym  # noqa: F401 - registers the ids
 from openenv_gym.exceptions import (
+    AuthenticationError,
     ConfigurationError,
     ConnectionLostError,
     EnvErrorGroup,
@@ -125,6 +126,48 @@ def test_killed_container_gives_typed_error_within_step_timeout(
         assert all(isinstance(e, ConnectionLostError) for e in info.value.errors.values())
     finally:
         envs.close()
+
+
+def test_killed_container_is_restarted_on_server_loss(client: Any, wordle_image: str) -> None:
+    envs = gymnasium.make_vec(
+        "openenv/Wordle-v0",
+        num_envs=4,
+        provider="docker",
+        envs_per_container=2,
+        timeouts={"step": 10.0},
+        on_server_loss="restart",
+    )
+    try:
+        envs.reset(seed=0)
+        provider = envs.unwrapped._provider
+        lost, kept = provider.containers[0].id, provider.containers[1].id
+        old_token = provider.token(0)
+        provider.containers[0].kill()
+        _, rewards, _, truncations, infos = envs.step(["[crane]"] * 4)
+        assert truncations.tolist() == [True, True, False, False]
+        assert infos["server_lost"].tolist() == [True, True, False, False]
+        assert rewards[:2].tolist() == [0.0, 0.0]
+        assert provider.containers[1].id == kept
+        assert provider.containers[0].id != lost
+        assert provider.token(0) != old_token  # a new container, a new token
+        assert lost not in {c.id for c in _ours(client)}  # the dead one is removed
+        obs, *_ = envs.step(["[crane]"] * 4)  # the lost two autoreset on the new container
+        assert all(o.startswith("You are Playing Wordle") for o in obs[:2])
+    finally:
+        envs.close()
+
+
+def test_containers_demand_their_token(client: Any, wordle_image: str) -> None:
+    from openenv_gym._http import get_json
+
+    with DockerProvider("wordle", num_containers=2) as provider:
+        urls = provider.start()
+        assert provider.token(0) != provider.token(1)
+        for k, url in enumerate(urls):
+            with pytest.raises(AuthenticationError):
+                get_json(f"{url}/health", 5.0)
+            auth = {"Authorization": f"Bearer {provider.token(k)}"}
+            assert get_json(f"{url}/health", 5.0, headers=auth)[0] == 200
 
 
 def test_close_removes_every_container(client: Any, wordle_image: str) -> None:

@@ -23,6 +23,15 @@ pytestmark = pytest.mark.integration
 CATCH_ACTION = {"action_id": spaces.Discrete(3)}
 
 
+@pytest.fixture(scope="module", autouse=True)
+def _token() -> Iterator[None]:
+    """Our local servers demand a token: these tests reach them by URL, sending it from
+    ``OPENENV_GYM_TOKEN`` (which the local provider gives its servers too)."""
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("OPENENV_GYM_TOKEN", "gym-tests")
+        yield
+
+
 @pytest.fixture(scope="module")
 def urls() -> Iterator[dict[str, str]]:
     """One running local server per built-in environment."""

@@ -13,17 +13,32 @@ from collections.abc import Iterator
 
 import gymnasium
 import pytest
-from gymnasium.error import ClosedEnvironmentError
+from gymnasium.error import ClosedEnvironmentError, ResetNeeded
 from gymnasium.utils.env_checker import check_env
 
 import openenv_gym  # noqa: F401  (registers the ids)
 from openenv_gym.env import OpenEnvEnv
-from openenv_gym.exceptions import EnvClosedError, UsageError
+from openenv_gym.exceptions import (
+    AuthenticationError,
+    ConfigurationError,
+    EnvClosedError,
+    ResetNeededError,
+    UsageError,
+)
 from openenv_gym.providers import LocalProvider
 
 pytestmark = pytest.mark.integration
 
 SHIPPED = {"openenv/Wordle-v0": "wordle", "openenv/Echo-v0": "echo", "openenv/Catch-v0": "catch"}
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _token() -> Iterator[None]:
+    """Our local servers demand a token: these tests reach them by URL, sending it from
+    ``OPENENV_GYM_TOKEN`` (which the local provider gives its servers too)."""
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("OPENENV_GYM_TOKEN", "gym-tests")
+        yield
 
 
 @pytest.fixture(scope="module")
@@ -117,3 +132,44 @@ def test_a_closed_env_says_closed_even_when_its_episode_was_over() -> None:
     env.close()
     with pytest.raises(ClosedEnvironmentError):
         env.step(1)
+
+
+def test_a_made_env_closed_before_any_reset_says_closed() -> None:
+    env = gymnasium.make("openenv/Catch-v0")
+    env.close()
+    for call in (lambda: env.step(1), lambda: env.reset(seed=0), env.unwrapped.state):
+        with pytest.raises(EnvClosedError):
+            call()  # not Gymnasium's "Cannot call env.step() before calling env.reset()"
+
+
+def test_step_before_reset_is_gymnasiums_reset_needed() -> None:
+    env = gymnasium.make("openenv/Catch-v0")
+    try:
+        with pytest.raises(ResetNeeded) as caught:
+            env.step(1)
+        assert isinstance(caught.value, ResetNeededError)
+        assert isinstance(caught.value, UsageError)
+        env.reset(seed=0)
+        env.step(1)
+    finally:
+        env.close()
+
+
+def test_make_sends_token_and_reads_openenv_gym_token(
+    catch_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("OPENENV_GYM_TOKEN")  # the module's servers demand "gym-tests"
+    with pytest.raises(AuthenticationError, match="401"):  # GET /schema, first
+        gymnasium.make("openenv/Catch-v0", base_url=catch_url)
+    with pytest.raises(AuthenticationError):
+        gymnasium.make("openenv/Catch-v0", base_url=catch_url, token="wrong")
+    env = gymnasium.make("openenv/Catch-v0", base_url=catch_url, token="gym-tests")
+    env.reset(seed=0)
+    env.close()
+    envs = gymnasium.make_vec(
+        "openenv/Catch-v0", num_envs=2, base_url=[catch_url, catch_url], token=["gym-tests"] * 2
+    )
+    envs.reset(seed=0)
+    envs.close()
+    with pytest.raises(ConfigurationError, match="one per base_url"):
+        gymnasium.make_vec("openenv/Catch-v0", num_envs=2, base_url=catch_url, token=["a", "b"])

@@ -75,8 +75,9 @@ def hold_sessions(url: str, count: int) -> None:
 
 
 @pytest.fixture
-def small_server() -> Iterator[str]:
-    """A Wordle server that admits exactly POOL sessions."""
+def small_server(monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
+    """A Wordle server that admits exactly POOL sessions (clients send its token)."""
+    monkeypatch.setenv("OPENENV_GYM_TOKEN", "trl-tests")
     provider = LocalProvider("wordle", extra_args=["--max-sessions", str(POOL)])
     try:
         yield provider.start()[0]

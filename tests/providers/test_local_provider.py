@@ -13,7 +13,7 @@ import psutil
 import pytest
 
 from openenv_gym._http import get_json
-from openenv_gym.exceptions import ConfigurationError, ProviderError
+from openenv_gym.exceptions import AuthenticationError, ConfigurationError, ProviderError
 from openenv_gym.providers import LocalProvider, UrlProvider, make_provider
 
 pytestmark = pytest.mark.integration
@@ -42,8 +42,9 @@ def test_start_health_and_close() -> None:
         assert len(set(urls)) == 2
         assert all(u.startswith("http://127.0.0.1:") for u in urls)
         assert provider.start() == urls  # idempotent
-        for url in urls:
-            assert get_json(f"{url}/health", 2.0) == (200, {"status": "healthy"})
+        for k, url in enumerate(urls):
+            auth = {"Authorization": f"Bearer {provider.token(k)}"}
+            assert get_json(f"{url}/health", 2.0, headers=auth) == (200, {"status": "healthy"})
         pids = provider.pids
     finally:
         provider.close()
@@ -111,3 +112,74 @@ def test_make_provider_choices() -> None:
         UrlProvider([])
     with pytest.raises(ConfigurationError):
         LocalProvider("echo", num_servers=0)
+
+
+def auth(token: str | None) -> dict[str, str]:
+    return {"Authorization": f"Bearer {token}"}
+
+
+def test_every_server_demands_a_token_of_its_own(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("OPENENV_GYM_TOKEN", raising=False)
+    provider = LocalProvider("echo", num_servers=2)
+    try:
+        urls = provider.start()
+        tokens = [provider.token(0), provider.token(1)]
+        assert all(tokens)
+        assert tokens[0] != tokens[1]
+        for url, token, other in zip(urls, tokens, reversed(tokens), strict=True):
+            assert get_json(f"{url}/health", 2.0, headers=auth(token))[0] == 200
+            for wrong in (None, other):
+                with pytest.raises(AuthenticationError):
+                    get_json(f"{url}/health", 2.0, headers=None if wrong is None else auth(wrong))
+    finally:
+        provider.close()
+
+
+def test_token_given_or_from_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("OPENENV_GYM_TOKEN", "from-env")
+    assert LocalProvider("echo", num_servers=2).token(1) == "from-env"
+    with LocalProvider("echo", token="given") as provider:
+        assert provider.token(0) == "given"
+        url = provider.start()[0]
+        assert get_json(f"{url}/health", 2.0, headers=auth("given"))[0] == 200
+
+
+def test_restart_replaces_a_killed_server() -> None:
+    provider = LocalProvider("echo", num_servers=2)
+    try:
+        urls = provider.start()
+        old_pid, old_token = provider.pids[0], provider.token(0)
+        with pytest.raises(ProviderError):
+            LocalProvider("echo").restart(0)  # never started
+        assert provider.alive(0)
+        os.kill(old_pid, signal.SIGKILL)
+        deadline = time.monotonic() + 15  # its threads go after it: a moment as a zombie
+        while provider.alive(0) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert not provider.alive(0)
+        url = provider.restart(0)
+        assert provider.alive(0)
+        assert provider.start() == [url, urls[1]]
+        assert provider.pids[0] != old_pid
+        assert provider.token(0) != old_token
+        assert get_json(f"{url}/health", 2.0, headers=auth(provider.token(0)))[0] == 200
+        pids = provider.pids
+    finally:
+        provider.close()
+    assert all(wait_gone(pid) for pid in pids)
+    with pytest.raises(ProviderError, match="closed"):
+        provider.restart(0)
+
+
+def test_restart_kills_a_hung_server() -> None:
+    provider = LocalProvider("echo")
+    try:
+        provider.start()
+        hung = provider.pids[0]
+        os.kill(hung, signal.SIGSTOP)
+        assert provider.alive(0)  # stopped is not dead: the client decides it is lost
+        provider.restart(0)
+        assert wait_gone(hung)
+        assert provider.alive(0)
+    finally:
+        provider.close()

@@ -61,8 +61,16 @@ def _pythonpath() -> Iterator[None]:
 
 
 @pytest.fixture(scope="module")
-def pool(_pythonpath: None) -> Iterator[ServerPool]:
-    """The shared local servers (stopped at the end of the session)."""
+def _token() -> Iterator[None]:
+    """Pool servers demand this token (``OPENENV_GYM_TOKEN``); clients send it by default."""
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("OPENENV_GYM_TOKEN", "vector-tests")
+        yield
+
+
+@pytest.fixture(scope="module")
+def pool(_pythonpath: None, _token: None) -> Iterator[ServerPool]:
+    """The shared local servers (stopped at the end of the module)."""
     servers = ServerPool()
     yield servers
     servers.close()

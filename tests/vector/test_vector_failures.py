@@ -4,15 +4,19 @@ from __future__ import annotations
 
 import os
 import signal
+import threading
+import time
 from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
 import pytest
+from gymnasium.error import ClosedEnvironmentError
 from openenv_gym_vector_envs import RAISE, SLOW, counter_codec
 from vector_checks import wait_gone
 
 from openenv_gym.exceptions import (
+    EnvClosedError,
     EnvErrorGroup,
     ExecutionError,
     InvalidActionError,
@@ -76,7 +80,10 @@ def test_step_timeout_is_fatal_for_those_sessions(
     envs = make_vector(num_envs=2, protocol=protocol, timeouts={"step": 0.5})
     envs.reset(options={"gate": str(gate)})
     with pytest.raises(EnvErrorGroup) as caught:
-        envs.step([SLOW, 0])  # the gate never opens: the server never answers in time
+        # the gate never opens: the server never answers in time. Both act SLOW: over
+        # JSON the two sessions' steps reach the server on two sockets, in either order,
+        # and a quick one read first would be answered before the slow one blocks
+        envs.step([SLOW, SLOW])
     assert caught.value.env_indices == [0, 1]
     for error in caught.value.errors.values():
         assert isinstance(error, RequestTimeoutError)
@@ -142,3 +149,65 @@ def test_closing_with_a_step_in_flight_stops_the_servers(gate: Path) -> None:
     envs.close()  # the step is abandoned; server 0 is still blocked in the env
     gate.touch()
     assert not wait_gone(pids), "a server process outlived close()"
+
+
+@pytest.mark.parametrize("servers", [1, 2])
+def test_close_from_another_thread_ends_a_waiting_step(
+    protocol: str, servers: int, tmp_path: Path
+) -> None:
+    envs = OpenEnvVectorEnv(
+        codec=counter_codec(), num_envs=4, num_servers=servers, protocol=protocol
+    )
+    pids = set(envs._provider.pids)  # type: ignore[attr-defined]
+    gate = tmp_path / "gate"
+    caught: list[BaseException] = []
+
+    def step() -> None:
+        try:
+            envs.step([SLOW, 0, 0, SLOW])  # the servers hold the step until the gate opens
+        except BaseException as exc:
+            caught.append(exc)
+
+    try:
+        envs.reset(options={"gate": str(gate)})
+        worker = threading.Thread(target=step)
+        worker.start()
+        time.sleep(0.3)
+        envs.close()
+        worker.join(10)
+        assert not worker.is_alive()
+        (error,) = caught
+        assert isinstance(error, EnvClosedError)
+        assert isinstance(error, ClosedEnvironmentError)
+        for call in (envs.step_wait, envs.reset, lambda: envs.step([0] * 4), envs.recv):
+            with pytest.raises(EnvClosedError, match="closed"):
+                call()
+    finally:
+        gate.touch()
+        envs.close()
+    assert not wait_gone(pids), "a server process outlived close()"
+
+
+@pytest.mark.parametrize("delay", [0.0, 0.01, 0.05])
+def test_close_from_another_thread_while_stepping_in_a_loop(
+    make_vector: MakeVector, protocol: str, delay: float
+) -> None:
+    envs = make_vector(num_envs=8, servers=2, protocol=protocol)
+    caught: list[BaseException] = []
+
+    def loop() -> None:
+        try:
+            while True:
+                envs.step([0] * 8)
+        except BaseException as exc:
+            caught.append(exc)
+
+    envs.reset()
+    worker = threading.Thread(target=loop)
+    worker.start()
+    time.sleep(delay)
+    envs.close()
+    worker.join(10)
+    assert not worker.is_alive()
+    (error,) = caught
+    assert isinstance(error, EnvClosedError), repr(error)

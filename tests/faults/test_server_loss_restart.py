@@ -1,0 +1,251 @@
+"""``on_server_loss="restart"``: a lost server is started again and its episodes truncated.
+
+The server process is killed with SIGKILL mid-run (or its connections dropped while it
+lives on); the env restarts it if it died, reconnects, and reports the affected episodes
+as ``truncated=True`` with ``info["server_lost"]``; the vector env then autoresets them.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import numpy as np
+import pytest
+from fault_support import CutProxy, counter_servers, detected, no_leftovers  # noqa: F401
+from gymnasium.vector import AutoresetMode
+from openenv_gym_vector_envs import SLOW, counter_codec
+
+from openenv_gym.env import OpenEnvEnv
+from openenv_gym.exceptions import (
+    ConfigurationError,
+    ConnectionLostError,
+    EnvErrorGroup,
+    ProviderError,
+)
+from openenv_gym.vector import OpenEnvVectorEnv
+
+pytestmark = [
+    pytest.mark.integration,
+    pytest.mark.usefixtures("no_leftovers", "counter_servers"),
+]
+
+PROTOCOLS = ["batch", "json"]
+TIMEOUTS = {"step": 10.0, "close": 1.0}
+
+
+@pytest.fixture
+def gate(tmp_path: Path) -> Iterator[Path]:
+    path = tmp_path / "gate"
+    yield path
+    path.touch()
+
+
+def kill_server(env: OpenEnvEnv | OpenEnvVectorEnv, k: int = 0) -> int:
+    pid: int = env._provider.pids[k]  # type: ignore[attr-defined]
+    os.kill(pid, signal.SIGKILL)
+    return pid
+
+
+def test_on_server_loss_is_checked() -> None:
+    with pytest.raises(ConfigurationError, match="on_server_loss"):
+        OpenEnvEnv(codec=counter_codec(), on_server_loss="retry")
+    with pytest.raises(ConfigurationError, match="on_server_loss"):
+        OpenEnvVectorEnv(codec=counter_codec(), num_envs=2, on_server_loss="ignore")
+
+
+@pytest.mark.parametrize("protocol", PROTOCOLS)
+def test_default_raises(protocol: str) -> None:
+    env = OpenEnvEnv(codec=counter_codec(), protocol=protocol, timeouts=TIMEOUTS)
+    try:
+        env.reset(seed=5)
+        kill_server(env)
+        with pytest.raises(ConnectionLostError):
+            env.step(0)
+    finally:
+        env.close()
+
+
+@pytest.mark.parametrize("protocol", PROTOCOLS)
+def test_single_env_restarts_a_killed_server(protocol: str) -> None:
+    env = OpenEnvEnv(
+        codec=counter_codec(), protocol=protocol, timeouts=TIMEOUTS, on_server_loss="restart"
+    )
+    try:
+        env.reset(seed=5)
+        assert env.step(0)[0] == 6
+        old_url = env.base_url
+        old = kill_server(env)
+        killed = time.monotonic()
+        obs, reward, terminated, truncated, info = env.step(0)
+        detected(f"single env: server killed, restarted, new session ({protocol})", killed, 30)
+        assert (obs, reward, terminated, truncated) == (6, 0.0, False, True)  # last obs
+        assert info["server_lost"] is True
+        assert info["count"] == 6
+        assert env.unwrapped._provider.pids[0] != old  # type: ignore[attr-defined]
+        assert env.base_url != old_url
+        with pytest.raises(Exception, match="reset"):  # the episode is over
+            env.step(0)
+        obs, _ = env.reset(seed=7)  # a fresh env instance on the new server
+        assert obs == 7
+        assert env.step(0)[0] == 8
+    finally:
+        env.close()
+
+
+@pytest.mark.parametrize("protocol", PROTOCOLS)
+def test_single_env_reset_resent_after_a_kill(protocol: str) -> None:
+    env = OpenEnvEnv(
+        codec=counter_codec(), protocol=protocol, timeouts=TIMEOUTS, on_server_loss="restart"
+    )
+    try:
+        env.reset(seed=1)
+        kill_server(env)
+        obs, info = env.reset(seed=3)
+        assert obs == 3
+        assert "server_lost" not in info
+    finally:
+        env.close()
+
+
+@pytest.mark.parametrize("protocol", PROTOCOLS)
+def test_single_env_reconnects_when_only_the_connection_dropped(protocol: str, gate: Path) -> None:
+    server = OpenEnvEnv(codec=counter_codec(), protocol=protocol, timeouts=TIMEOUTS)
+    proxy = CutProxy(("127.0.0.1", int(server.base_url.rsplit(":", 1)[1])))
+    env = OpenEnvEnv(
+        codec=counter_codec(),
+        base_url=proxy.url,
+        token=server._provider.token(0),  # type: ignore[attr-defined]
+        protocol=protocol,
+        timeouts=TIMEOUTS,
+        on_server_loss="restart",
+    )
+    try:
+        env.reset(seed=10)
+        proxy.cut()
+        obs, _, _, truncated, info = env.step(0)
+        assert (obs, truncated, info["server_lost"]) == (10, True, True)
+        assert env.reset(seed=20)[0] == 20  # the same server, a new session
+        assert env.step(0)[0] == 21
+    finally:
+        env.close()
+        proxy.close()
+        server.close()
+
+
+@pytest.mark.parametrize("protocol", PROTOCOLS)
+@pytest.mark.parametrize("mode", [AutoresetMode.NEXT_STEP, AutoresetMode.SAME_STEP])
+def test_vector_env_restarts_a_killed_server(protocol: str, mode: AutoresetMode) -> None:
+    envs = OpenEnvVectorEnv(
+        codec=counter_codec(),
+        num_envs=4,
+        num_servers=2,  # sub-envs 0, 1 on server 0; 2, 3 on server 1
+        protocol=protocol,
+        timeouts=TIMEOUTS,
+        autoreset_mode=mode,
+        on_server_loss="restart",
+    )
+    try:
+        envs.reset(seed=10)
+        assert envs.step([0] * 4)[0].tolist() == [11, 12, 13, 14]
+        survivor = envs._provider.pids[1]  # type: ignore[attr-defined]
+        kill_server(envs, 0)
+        killed = time.monotonic()
+        obs, rewards, terminated, truncated, infos = envs.step([0] * 4)
+        detected(f"vector env: one server killed, restarted ({protocol}, {mode.value})", killed, 30)
+        assert truncated.tolist() == [True, True, False, False]
+        assert terminated.tolist() == [False, False, False, False]
+        assert rewards.tolist() == [0.0, 0.0, 2.0, 2.0]
+        assert infos["server_lost"].tolist() == [True, True, False, False]
+        assert infos["_server_lost"].tolist() == [True, True, False, False]
+        assert envs._provider.pids[1] == survivor  # type: ignore[attr-defined]
+        if mode is AutoresetMode.NEXT_STEP:
+            assert obs.tolist() == [11, 12, 14, 15]  # the lost ones: their last observation
+            obs, rewards, terminated, truncated, _ = envs.step([0] * 4)
+            assert obs.tolist() == [0, 0, 15, 16]  # autoreset on the new server
+            assert rewards.tolist() == [0.0, 0.0, 3.0, 3.0]
+        else:
+            assert obs.tolist() == [0, 0, 14, 15]  # already reset on the new server
+            assert [int(o) for o in infos["final_obs"][:2]] == [11, 12]
+            obs, _, _, truncated, _ = envs.step([0] * 4)
+            assert obs.tolist() == [1, 1, 0, 0]
+        assert not truncated.any()
+    finally:
+        envs.close()
+
+
+@pytest.mark.parametrize("protocol", PROTOCOLS)
+def test_vector_env_server_killed_mid_step(protocol: str, gate: Path) -> None:
+    envs = OpenEnvVectorEnv(
+        codec=counter_codec(),
+        num_envs=4,
+        num_servers=2,
+        protocol=protocol,
+        timeouts=TIMEOUTS,
+        on_server_loss="restart",
+    )
+    try:
+        envs.reset(seed=0, options={"gate": str(gate)})
+        envs.step_async([SLOW, 0, 0, 0])  # server 0 is busy in the env when it dies
+        time.sleep(0.3)
+        kill_server(envs, 0)
+        obs, _, _, truncated, infos = envs.step_wait()
+        assert obs.tolist() == [0, 1, 3, 4]
+        assert truncated.tolist() == [True, True, False, False]
+        assert infos["server_lost"].tolist() == [True, True, False, False]
+        obs, *_ = envs.step([0] * 4)
+        assert obs.tolist() == [0, 0, 4, 5]
+    finally:
+        envs.close()
+
+
+def test_vector_env_send_recv_reports_idle_sub_envs_at_their_next_step() -> None:
+    envs = OpenEnvVectorEnv(
+        codec=counter_codec(),
+        num_envs=4,
+        num_servers=2,
+        protocol="batch",
+        timeouts=TIMEOUTS,
+        on_server_loss="restart",
+    )
+    try:
+        envs.reset(seed=0)
+        kill_server(envs, 0)
+        envs.send([0], env_ids=[0])  # sub-env 1, on the same server, stays idle
+        *_, truncated, infos = envs.recv(batch_size=1)
+        assert infos["env_id"].tolist() == [0]
+        assert truncated.tolist() == [True]
+        envs.send([0, 0, 0], env_ids=[1, 2, 3])
+        obs, _, _, truncated, infos = envs.recv(batch_size=3)
+        order = np.argsort(infos["env_id"])
+        assert infos["env_id"][order].tolist() == [1, 2, 3]
+        assert truncated[order].tolist() == [True, False, False]  # 1 learns it now
+        assert obs[order].tolist() == [1, 3, 4]
+        assert infos["server_lost"][order].tolist() == [True, False, False]
+    finally:
+        envs.close()
+
+
+def test_url_provider_cannot_restart_a_dead_server() -> None:
+    server = OpenEnvEnv(codec=counter_codec(), protocol="batch", timeouts=TIMEOUTS)
+    envs = OpenEnvVectorEnv(
+        codec=counter_codec(),
+        num_envs=2,
+        base_url=server.base_url,
+        token=server._provider.token(0),  # type: ignore[attr-defined]
+        timeouts=TIMEOUTS,
+        on_server_loss="restart",
+    )
+    try:
+        envs.reset()
+        kill_server(server)
+        with pytest.raises(EnvErrorGroup) as caught:
+            envs.step([0, 0])
+        assert caught.value.env_indices == [0, 1]  # not ours to restart: it says so
+        assert all(isinstance(e, ProviderError) for e in caught.value.errors.values())
+    finally:
+        envs.close()
+        server.close()
