@@ -102,6 +102,17 @@ class VectorBench(_VectorStepper):
             from openenv_gym.providers.docker import DockerProvider
 
             self.provider = DockerProvider(server or env, num_containers=num_servers)
+        elif provider == "ray":  # Ray actors on the runner's cluster (RAY_ADDRESS)
+            from openenv_gym.providers.ray import RayProvider
+
+            passed = ("PYTHONPATH", "OPENENV_GYM_BENCH_BUSY_US")  # busy_env, on every node
+            env_vars = {k: os.environ[k] for k in passed if k in os.environ}
+            self.provider = RayProvider(
+                server or env,
+                num_servers=num_servers,
+                placement="spread",
+                runtime_env={"env_vars": env_vars},
+            )
         else:
             self.provider = LocalProvider(server or env, num_servers=num_servers)
         self.envs: Any = None
@@ -118,11 +129,15 @@ class VectorBench(_VectorStepper):
         self.envs = gymnasium.make_vec(
             ENV_IDS[self.env], num_envs=self.n, protocol=self.protocol, provider=self.provider
         )
-        self.server_pids = (
-            self.provider.pids
-            if isinstance(self.provider, LocalProvider)
-            else [c.attrs["State"]["Pid"] for c in self._reloaded(self.provider.containers)]
-        )
+        if isinstance(self.provider, LocalProvider):
+            self.server_pids = self.provider.pids
+        elif hasattr(self.provider, "containers"):
+            self.server_pids = [
+                c.attrs["State"]["Pid"] for c in self._reloaded(self.provider.containers)
+            ]
+        else:  # Ray actors: the server runs in the actor's worker process
+            self.server_pids = [server.pid for server in self.provider.servers]
+            self.params["nodes"] = len(set(self.provider.node_ids))
         self.params["protocols"] = list(self.envs.protocols)
         self.envs.reset(seed=RESET_SEED)
         return {}
@@ -164,7 +179,11 @@ class AsyncVectorBench(_VectorStepper):
             else [c.attrs["State"]["Pid"] for c in self._reloaded(self.provider.containers)]
         )
         make_one = functools.partial(
-            gymnasium.make, ENV_IDS[self.env], base_url=url, protocol="batch"
+            gymnasium.make,
+            ENV_IDS[self.env],
+            base_url=url,
+            protocol="batch",
+            token=self.provider.token(0),
         )
         self.envs = gymnasium.vector.AsyncVectorEnv(
             [make_one] * self.n, shared_memory=False, context=self.context
@@ -258,7 +277,11 @@ class OpenBench:
 
     def _open(self, n: int) -> Any:
         return gymnasium.make_vec(
-            ENV_IDS[self.env], num_envs=n, base_url=self.url, protocol=self.protocol
+            ENV_IDS[self.env],
+            num_envs=n,
+            base_url=self.url,
+            protocol=self.protocol,
+            token=self.provider.token(0),
         )
 
     def setup(self) -> dict[str, Any]:
@@ -448,6 +471,11 @@ def make_bench(spec: dict[str, Any]) -> Any:
         return VectorBench("echo", n, "batch", spec["num_servers"], server=BUSY_SPEC)
     if method == "docker":
         return VectorBench(env, n, "batch", spec["num_servers"], provider=spec["provider"])
+    if method == "ray":
+        k, provider = spec["num_servers"], spec["provider"]
+        if env == "busy":
+            return VectorBench("echo", n, "batch", k, server=BUSY_SPEC, provider=provider)
+        return VectorBench(env, n, "batch", k, provider=provider)
     if method == "d":
         return AsyncVectorBench(env, n, spec.get("context", "fork"))
     if method == "e":
@@ -471,7 +499,7 @@ def main() -> None:
     parser.add_argument(
         "--method",
         required=True,
-        choices=["a", "b", "d", "e", "f", "shard", "open", "docker", "tool", "rollout"],
+        choices=["a", "b", "d", "e", "f", "shard", "open", "docker", "ray", "tool", "rollout"],
     )
     args = parser.parse_args()
     if args.method == "f":

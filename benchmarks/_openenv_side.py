@@ -160,13 +160,15 @@ class OfficialToolBench(ToolCallBench):
         from openenv.core.generic_client import GenericEnvClient
 
         url = self.url
+        headers = None
         if not url:
             from openenv_gym.providers import LocalProvider
 
             self.provider = LocalProvider("wordle", python=self.server_python or None)
             url = self.provider.start()[0]
             self.server_pids = self.provider.pids
-        self.client = GenericEnvClient(base_url=url).sync()
+            headers = {"Authorization": f"Bearer {self.provider.token(0)}"}
+        self.client = GenericEnvClient(base_url=url, headers=headers).sync()
         self.client.connect()
         return {}
 

@@ -24,6 +24,7 @@ METHODS: dict[str, str] = {
     "f": "raw ceiling: msgpack over one WebSocket",
     "shard": "OpenEnvVectorEnv over K servers",
     "docker": "OpenEnvVectorEnv over 4 containers vs 4 local servers",
+    "ray": "OpenEnvVectorEnv over K Ray actors on 2 nodes vs K local servers",
     "open": "open N sessions on a running server",
     "tool": "one Wordle tool call: TRL environment_factory vs official client",
     "rollout": "env side of one GRPO batch of N Wordle games: TRL tools vs lockstep",
@@ -109,7 +110,8 @@ def markdown(rows: Sequence[dict[str, Any]], *, title: str = "", notes: Sequence
     """The run's Markdown report: a steps/s grid per env, the detail table, the extra rows."""
     summary = cells(rows)
     lines: list[str] = [f"# {title}", ""] if title else []
-    step_keys = [k for k in summary if k[0] not in ("shard", "open", "docker", "tool", "rollout")]
+    extra = ("shard", "open", "docker", "ray", "tool", "rollout")
+    step_keys = [k for k in summary if k[0] not in extra]
     envs = sorted({k[1] for k in step_keys if k[1] != "raw"})
     ns = sorted({k[2] for k in step_keys})
     for env in envs:
@@ -167,6 +169,22 @@ def markdown(rows: Sequence[dict[str, Any]], *, title: str = "", notes: Sequence
             "|---|---:|---|---:|---:|---:|---:|",
         ]
         for key in boxed:
+            s = summary[key]
+            lines.append(
+                f"| {key[1]} | {key[2]} | {key[3]} | {_num(s['steps_per_s'])} "
+                f"| {_num(s['p50_ms'], 3)} | {_num(s['client_cpu_us_per_step'], 1)} "
+                f"| {_num(s['server_cpu_us_per_step'], 1)} |"
+            )
+        lines.append("")
+    on_ray = sorted((k for k in summary if k[0] == "ray"), key=lambda k: (k[1], k[2], k[3]))
+    if on_ray:
+        lines += [
+            "### Batched stepping over K Ray actors (two-node cluster) vs K local processes",
+            "",
+            "| env | N | where | steps/s | p50 ms | client µs/step | server µs/step |",
+            "|---|---:|---|---:|---:|---:|---:|",
+        ]
+        for key in on_ray:
             s = summary[key]
             lines.append(
                 f"| {key[1]} | {key[2]} | {key[3]} | {_num(s['steps_per_s'])} "
@@ -332,6 +350,15 @@ def ratio_lines(
             f"rollout env time N={n}, lockstep / tools: env-steps/s {ratio_text(top, bottom)}, "
             f"batch p50 {top['p50_ms']:.1f} / {bottom['p50_ms']:.1f} ms"
         )
+    for env, n in sorted({(k[1], k[2]) for k in summary if k[0] == "ray"}):
+        for servers in (1, 2):
+            out.append(
+                f"{env} N={n}, K={servers} Ray actors / K={servers} local servers: "
+                + ratio(
+                    sps("ray", env, n, f"ray K={servers}"),
+                    sps("ray", env, n, f"local K={servers}"),
+                )
+            )
     for n in sorted({k[2] for k in summary if k[0] == "docker"}):
         out.append(
             f"wordle N={n}, 4 containers / 4 local servers: "

@@ -34,6 +34,7 @@ import queue
 import resource
 import select
 import signal
+import socket
 import subprocess
 import sys
 import tempfile
@@ -93,7 +94,9 @@ ROW_KEYS = (
 """Every row has exactly these keys (``None`` where a metric does not apply)."""
 
 ALL_METHODS = ("a", "b", "c", "d", "e", "f", "shard", "open", "tool", "rollout")
-OPTIONAL_METHODS = ("docker",)  # needs a Docker engine and the images: only when asked for
+# only when asked for: docker needs a Docker engine and the images; ray a loopback-only
+# network namespace to start its two-node cluster in
+OPTIONAL_METHODS = ("docker", "ray")
 STEP_METHODS = ("a", "b", "c", "d", "e")
 OPENENV_METHODS = ("c", "tool")  # need the OpenEnv interpreter (tool: its official rows)
 TOOL_VARIANTS = ("trl batch", "trl json", "official our-server", "official openenv-server")
@@ -133,7 +136,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         "--methods",
         type=_csv(str),
         default=list(ALL_METHODS),
-        help="a,b,c,d,e,f,shard,open,tool,rollout (and docker, opt-in)",
+        help="a,b,c,d,e,f,shard,open,tool,rollout (and docker, ray: opt-in)",
     )
     p.add_argument("--repeats", type=int, default=None, help="measurements per cell (default 3)")
     p.add_argument("--duration", type=float, default=None, help="timed seconds each (default 3)")
@@ -145,6 +148,14 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--shard-n", type=int, default=None, help="N of the sharding rows (default 256)")
     p.add_argument(
         "--docker-n", type=int, default=256, help="N of the docker rows (method docker, opt-in)"
+    )
+    p.add_argument(
+        "--ray-n", type=int, default=None, help="N of the ray rows (method ray, opt-in; 256)"
+    )
+    p.add_argument(
+        "--ray-address",
+        default=None,
+        help="measure the ray rows on this running cluster (default: start two local nodes)",
     )
     p.add_argument("--busy-us", type=float, default=100.0, help="CPU µs per step of the busy env")
     p.add_argument("--open-n", type=int, default=None, help="sessions to open (default 256)")
@@ -184,6 +195,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         "duration": 0.3 if smoke else 3.0,
         "warmup": 0.1 if smoke else 1.0,
         "shard_n": 16 if smoke else 256,
+        "ray_n": 16 if smoke else 256,
         "open_n": 16 if smoke else 256,
         "quiet_timeout": 0.0 if smoke else 30.0,
     }
@@ -230,6 +242,11 @@ def wait_quiet(max_frac: float, timeout: float) -> float | None:
         frac = (_busy_seconds() - b0) / ((time.monotonic() - t0) * cpus)
         if frac <= max_frac or time.monotonic() >= deadline:
             return round(frac, 3)
+
+
+def loopback_only() -> bool:
+    """Whether this process's network namespace has no interface but ``lo``."""
+    return [name for _, name in socket.if_nameindex()] == ["lo"]
 
 
 def raise_fd_limit() -> None:
@@ -658,6 +675,26 @@ def plan(
                     options={"num_servers": 4, "provider": provider},
                 )
             )
+    if "ray" in methods:  # K servers as Ray actors on a two-node cluster vs K local processes
+        if loopback_only():
+            for env in ("wordle", "busy"):
+                for servers in (1, 2):
+                    for provider in ("local", "ray"):
+                        cells.append(
+                            Cell(
+                                "ray",
+                                env,
+                                args.ray_n,
+                                variant=f"{provider} K={servers}",
+                                options={"num_servers": servers, "provider": provider},
+                                params={"busy_us": args.busy_us} if env == "busy" else {},
+                            )
+                        )
+        else:
+            notes.append(
+                "(ray) skipped: it starts a Ray cluster, so run it in a loopback-only network "
+                "namespace (benchmarks/README.md)"
+            )
     if "open" in methods and "wordle" in args.envs:
         for protocol in args.open_protocols:
             cells.append(
@@ -762,6 +799,7 @@ class Run:
             [BENCH_DIR, *filter(None, [os.environ.get("PYTHONPATH")])]
         )
         self.shard_env["OPENENV_GYM_BENCH_BUSY_US"] = str(args.busy_us)
+        self.ray_cluster: Worker | None = None
         self.failures = 0
         self.started = 0
 
@@ -824,7 +862,7 @@ class Run:
         else:
             argv = [sys.executable, os.path.join(BENCH_DIR, "_methods.py"), "--method", method]
         log = os.path.join(self.logs, f"worker-{method}-{self.started}.log")
-        env = self.shard_env if method == "shard" else self.env
+        env = self.shard_env if method in ("shard", "ray") else self.env
         worker = self.workers[method] = Worker(argv, env, log)
         return worker
 
@@ -845,6 +883,21 @@ class Run:
         servers, self.openenv_servers = list(self.openenv_servers.values()), {}
         for server in servers:
             server.stop()
+        if self.ray_cluster is not None:
+            self.ray_cluster.stop(grace)
+            self.ray_cluster = None
+
+    def start_ray_cluster(self) -> None:
+        """Start the two-node Ray cluster of the ``ray`` rows; its workers connect to it."""
+        if self.args.ray_address:
+            self.shard_env["RAY_ADDRESS"] = self.args.ray_address
+            return
+        log = os.path.join(self.logs, "ray-cluster.log")
+        self.ray_cluster = Worker(
+            [sys.executable, os.path.join(BENCH_DIR, "_ray_cluster.py")], self.shard_env, log
+        )
+        ready = self.ray_cluster.expect("ready", timeout=120.0)
+        self.shard_env["RAY_ADDRESS"] = ready["address"]
 
     # ------------------------------------------------------------ cells
     def _spec(self, cell: Cell) -> tuple[dict[str, Any], list[int], dict[str, Any]]:
@@ -1014,6 +1067,13 @@ def main(argv: list[str] | None = None) -> int:
             except WorkerError as exc:
                 failed = [c for c in cells if c.openenv_server]
                 cells = run.fail_cells(cells, failed, f"OpenEnv server: {exc}", progress)
+        if any(cell.method == "ray" for cell in cells):
+            progress.status("starting a two-node Ray cluster")
+            try:
+                run.start_ray_cluster()
+            except WorkerError as exc:
+                failed = [c for c in cells if c.method == "ray"]
+                cells = run.fail_cells(cells, failed, f"Ray cluster: {exc}", progress)
         for cell in cells:
             run.run_cell(cell, progress)
     except KeyboardInterrupt:
