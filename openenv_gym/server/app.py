@@ -52,7 +52,7 @@ from openenv_gym.server.http import (
 )
 from openenv_gym.server.httpapi import EnvHost, HttpApi
 from openenv_gym.server.loader import EnvModels, resolve_models
-from openenv_gym.server.mcp import Attachment
+from openenv_gym.server.mcp import Attachment, close_env
 from openenv_gym.server.settings import SERVER_NAME, ServerConfig
 
 __all__ = ["EnvServer", "ServerConfig"]
@@ -135,7 +135,7 @@ class EnvServer:
             getter = getattr(env, "get_metadata", None)
             meta = getter() if callable(getter) else None
         finally:
-            _close_env(env)
+            close_env(env)
         if isinstance(meta, BaseModel):
             return meta.model_dump_json()
         return EnvironmentMetadata(
@@ -396,7 +396,7 @@ class EnvServer:
         slots, slot = where
         del slots[slot]
         self._release()
-        _close_env(env)
+        close_env(env)
 
     @staticmethod
     def _guarded(
@@ -567,7 +567,7 @@ class _JsonChannel:
         if borrowed is not None:
             borrowed.detach()
         elif env is not None:
-            _close_env(env)
+            close_env(env)
         if self._held:
             self._held = False
             self.server._release()
@@ -735,7 +735,7 @@ class _BatchChannel:
             self._task.cancel()
         slots, self.slots = self.slots, {}
         for env in slots.values():
-            _close_env(env)
+            close_env(env)
         self.server._release(len(slots))
 
 
@@ -928,15 +928,6 @@ def _guard(call: Callable[[Any, Any], Any], env: Any, arg: Any) -> Any:
         return call(env, arg)
     except Exception as exc:
         return execution_error(exc)
-
-
-def _close_env(env: Any) -> None:
-    close = getattr(env, "close", None)
-    if callable(close):
-        try:
-            close()
-        except Exception:
-            logger.warning("environment close() raised", exc_info=True)
 
 
 _OBS_EXCLUDE_DONE = frozenset({"done"})

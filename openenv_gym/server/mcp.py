@@ -50,6 +50,7 @@ __all__ = [
     "JsonRpcResponse",
     "McpEndpoint",
     "RpcCall",
+    "close_env",
     "parse_call",
     "rpc_error",
     "rpc_result",
@@ -303,7 +304,7 @@ class McpEndpoint:
         try:
             return await _run_mcp(env, op, held=False)
         finally:
-            _close_env(env)
+            close_env(env)
             self.host.release()
 
     def _new_instance(self) -> Any:
@@ -344,7 +345,7 @@ class McpEndpoint:
             try:
                 await entered
             except Exception as exc:
-                _close_env(env)
+                close_env(env)
                 self.host.release()
                 raise _RpcFailure(
                     JsonRpcCode.SERVER_ERROR, "the MCP session did not start: " + describe(exc)
@@ -399,7 +400,7 @@ class McpEndpoint:
                 session.holder.cancel()
             except Exception:
                 logger.debug("closing the MCP session failed", exc_info=True)
-        _close_env(session.env)
+        close_env(session.env)
         self.host.release()
 
     def attach(self, session_id: str) -> Attachment | str:
@@ -481,7 +482,8 @@ def _jsonable(obj: Any) -> Any:
     return str(obj)
 
 
-def _close_env(env: Any) -> None:
+def close_env(env: Any) -> None:
+    """Call ``env.close()`` if it has one; an exception there is logged, never raised."""
     close = getattr(env, "close", None)
     if callable(close):
         try:
