@@ -34,7 +34,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from openenv_gym._http import get_json, http_base
+from openenv_gym._http import get_json, http_base, with_token
 from openenv_gym.config import Timeouts
 from openenv_gym.exceptions import (
     ConfigurationError,
@@ -348,6 +348,7 @@ class _Context:
     no_action_reason: str = "no action schema"
     deadline: float | None = None  # the running check's budget
     budget: float = 60.0
+    headers: dict[str, str] | None = None  # Authorization, when the server wants a token
 
     @property
     def close_wait(self) -> float:
@@ -394,7 +395,9 @@ class _Socket:
         """Connect; the socket is closed when ``stack`` exits."""
         ctx.check_budget()
         ws = open_websocket(
-            ws_url(ctx.base, "/ws"), timeout=ctx.until(ctx.timeouts.connect) - time.monotonic()
+            ws_url(ctx.base, "/ws"),
+            timeout=ctx.until(ctx.timeouts.connect) - time.monotonic(),
+            headers=ctx.headers,
         )
         sock = cls(ws, ctx)
         stack.callback(sock.close)
@@ -536,7 +539,9 @@ Check = Callable[[_Context, contextlib.ExitStack, _Findings], None]
 
 def _get(ctx: _Context, path: str) -> tuple[int, Any]:
     ctx.check_budget()
-    return get_json(ctx.base + path, ctx.until(ctx.timeouts.step) - time.monotonic())
+    return get_json(
+        ctx.base + path, ctx.until(ctx.timeouts.step) - time.monotonic(), headers=ctx.headers
+    )
 
 
 def _check_health(ctx: _Context, _: contextlib.ExitStack, found: _Findings) -> None:
@@ -935,7 +940,7 @@ def _check_close(ctx: _Context, stack: contextlib.ExitStack, found: _Findings) -
 
 def _check_batch(ctx: _Context, stack: contextlib.ExitStack, found: _Findings) -> None:
     try:
-        conn = BatchConnection.connect(ctx.base, ctx.timeouts)
+        conn = BatchConnection.connect(ctx.base, ctx.timeouts, ctx.headers)
     except BatchUnsupportedError as exc:
         found.add(Status.SKIP, f"not offered ({exc})")
         return
@@ -1025,6 +1030,7 @@ def check_server(
     action: Mapping[str, Any] | None = None,
     max_sessions: int = 16,
     check_timeout: float = 60.0,
+    token: str | None = None,
 ) -> CheckReport:
     """Check that the server at ``url`` speaks OpenEnv's protocols as specified.
 
@@ -1038,6 +1044,7 @@ def check_server(
             from the action schema by :func:`example_action`.
         max_sessions: Most sessions the capacity check opens at once.
         check_timeout: Seconds each check may take in all.
+        token: Bearer token for a server that demands one (default: ``OPENENV_GYM_TOKEN``).
 
     Returns:
         The report; :attr:`CheckReport.ok` is false when any check failed.
@@ -1070,5 +1077,6 @@ def check_server(
         max_sessions=max_sessions,
         action=dict(action) if action is not None else None,
         action_source="the given action" if action is not None else "",
+        headers=with_token(None, token),
     )
     return _run(ctx, check_timeout)

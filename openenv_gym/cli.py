@@ -95,6 +95,9 @@ def _parser() -> argparse.ArgumentParser:
     check.add_argument("--seed", type=int, default=1, help="seed of every reset (default 1)")
     check.add_argument("--json", action="store_true", help="print the report as JSON")
     check.add_argument(
+        "--token", help="bearer token for a server that demands one (default: OPENENV_GYM_TOKEN)"
+    )
+    check.add_argument(
         "--max-sessions",
         type=int,
         default=16,
@@ -263,6 +266,7 @@ def _check(args: argparse.Namespace) -> int:
         action=action,
         max_sessions=args.max_sessions,
         check_timeout=args.check_timeout,
+        token=args.token,
     )
     if args.json:
         sys.stdout.write(json.dumps(report.to_dict(), indent=2, ensure_ascii=False) + "\n")

@@ -102,3 +102,29 @@ def test_cli_bad_action_exits_2(capsys, action, message):
     assert captured.out == ""
     assert captured.err.startswith("openenv-gym: error: ")
     assert message in captured.err
+
+
+def test_a_server_with_a_token_is_checked_with_it(monkeypatch):
+    monkeypatch.delenv("OPENENV_GYM_TOKEN", raising=False)
+    with our_server("echo", "--token", "s3cret-token") as url:
+        refused = check_server(url, check_timeout=20)
+        passed = check_server(url, token="s3cret-token")
+        cli = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "openenv_gym",
+                "check",
+                url,
+                "--token",
+                "s3cret-token",
+                "--json",
+            ],
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+    assert not refused.ok  # without the token every endpoint answers 401
+    assert passed.ok, passed.render()
+    assert cli.returncode == 0, cli.stdout + cli.stderr
+    assert json.loads(cli.stdout)["ok"] is True
