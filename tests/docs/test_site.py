@@ -186,7 +186,12 @@ def test_home_page_renders(visit: Any) -> None:
 
 def test_search_finds_a_page(visit: Any) -> None:
     page = visit("")
-    page.page.locator("input.md-search__input").fill("autoreset")
+    # Material builds its search index in a worker after the page loads; a query typed
+    # before the index exists is dropped, so open the search and wait for the index first
+    page.page.wait_for_function("typeof document$ !== 'undefined'", timeout=30_000)
+    page.page.wait_for_load_state("networkidle", timeout=30_000)
+    page.page.locator("input.md-search__input").focus()
+    page.page.locator("input.md-search__input").type("autoreset", delay=50)
     results = page.page.locator(".md-search-result__item")
     results.first.wait_for(timeout=30_000)
     assert results.count() > 0
