@@ -13,8 +13,10 @@ Each instance TRL makes exposes one named, typed tool (Wordle ``guess(word: str)
 server's action schema; on an MCP server, one tool per MCP tool, named, typed and
 documented as the server lists it), ``reset(**row)`` and ``get_reward()``; it owns its own
 session.
-The instances of one factory share one local server per process (started on first use,
-stopped with the process or :meth:`EnvironmentFactory.close`).
+The instances of one factory share the servers it starts, once per process (a local
+server by default; with ``provider="ray"`` K Ray actors, ``num_servers=K``, the instances
+taking them in turn; ``pool=NAME`` attaches to a named pool instead), stopped with the
+process or :meth:`EnvironmentFactory.close`.
 
 **Lockstep** (``rollout_func``: all rollouts of the generation batch step together through
 one :class:`~openenv_gym.vector.OpenEnvVectorEnv`, one batched generation per turn)::
@@ -32,6 +34,8 @@ from __future__ import annotations
 
 import copy
 import importlib
+import inspect
+import itertools
 import re
 import threading
 import warnings
@@ -52,7 +56,13 @@ from openenv_gym.exceptions import (
 )
 from openenv_gym.integrations.lockstep import Lockstep, Turn, step_text
 from openenv_gym.integrations.text import TextInterface, Tool, action_check, text_interface
-from openenv_gym.providers import Provider, make_provider
+from openenv_gym.providers import (
+    DockerProvider,
+    LocalProvider,
+    Provider,
+    RayProvider,
+    make_provider,
+)
 
 __all__ = [
     "EnvironmentFactory",
@@ -251,16 +261,49 @@ def _tool_method(spec: Tool) -> Callable[..., str]:
 
 
 class _Runtime:
-    """What a factory holds in one process: the shared server, the class, live instances."""
+    """What a factory holds in one process: the shared servers, the class, live instances."""
 
     def __init__(self) -> None:
         self.started = False
         self.closed = False
         self.warned = False
         self.provider: Provider | None = None
+        self.urls: list[str] = []  # the shared servers' (none: every env finds its own)
+        self.tokens: list[str | None] = []
+        self.turns = itertools.count()  # instances take the shared servers in turn
         self.make_kwargs: dict[str, Any] = {}
         self.cls: type[OpenEnvToolEnv] | None = None
         self.instances: weakref.WeakSet[OpenEnvToolEnv] = weakref.WeakSet()
+
+    def env_kwargs(self) -> dict[str, Any]:
+        """``gymnasium.make`` arguments of the next env: the next shared server's URL."""
+        if not self.urls:
+            return self.make_kwargs
+        k = next(self.turns) % len(self.urls)
+        kwargs = {**self.make_kwargs, "base_url": self.urls[k]}
+        if self.tokens[k] is not None:  # the server we started demands it: send it
+            kwargs["token"] = self.tokens[k]
+        return kwargs
+
+
+_SHARED_PROVIDERS: dict[str | None, type[Provider]] = {
+    None: LocalProvider,
+    "local": LocalProvider,
+    "docker": DockerProvider,
+    "ray": RayProvider,
+}
+"""The providers whose servers a factory starts once and shares, and their classes."""
+
+
+def _provider_options(kind: str | None, kwargs: dict[str, Any]) -> dict[str, Any]:
+    """Move the provider's own arguments out of ``kwargs`` (``num_servers=``, ``pool=``...).
+
+    The rest are the env's. ``token=`` stays the env's (as in ``gymnasium.make``): the
+    servers a factory starts get their own.
+    """
+    names = set(inspect.signature(_SHARED_PROVIDERS[kind]).parameters)
+    names = (names | {"num_servers"}) - {"server", "token", "num_containers"}
+    return {key: kwargs.pop(key) for key in list(kwargs) if key in names}
 
 
 class EnvironmentFactory:
@@ -303,18 +346,29 @@ class EnvironmentFactory:
         self._runtime = _Runtime()
 
     def __call__(self) -> OpenEnvToolEnv:
-        """A new instance with its own session (the first call starts the shared server)."""
+        """A new instance with its own session (the first call starts the shared servers).
+
+        If the first instance cannot be made (bad arguments, a server that refuses), the
+        servers that call started are stopped again before the error propagates.
+        """
         with self._lock:
             runtime = self._runtime
-            if not runtime.started:
+            first = not runtime.started
+            if first:
                 self._start_server(runtime)
-            env = self._make_env(runtime)
             try:
-                if runtime.cls is None:
-                    runtime.cls = self._build_class(env)
-                instance = runtime.cls(self, runtime, env)
+                env = self._make_env(runtime)
+                try:
+                    if runtime.cls is None:
+                        runtime.cls = self._build_class(env)
+                    instance = runtime.cls(self, runtime, env)
+                except BaseException:
+                    env.close()
+                    raise
             except BaseException:
-                env.close()
+                if first and runtime.provider is not None:
+                    self._runtime = _Runtime()
+                    runtime.provider.close()
                 raise
             runtime.instances.add(instance)
             return instance
@@ -326,8 +380,22 @@ class EnvironmentFactory:
 
     @property
     def base_url(self) -> str | None:
-        """The shared server's URL (None until started, or when not sharing one)."""
-        return self._runtime.make_kwargs.get("base_url") if self._runtime.provider else None
+        """The (first) shared server's URL (None until started, or when not sharing one)."""
+        urls = self._runtime.urls
+        return urls[0] if urls else None
+
+    @property
+    def base_urls(self) -> list[str]:
+        """Every shared server's URL, in the order instances take them (empty: none)."""
+        return list(self._runtime.urls)
+
+    @property
+    def provider(self) -> Provider | None:
+        """The shared servers' provider in this process (None until started, or unshared).
+
+        A :class:`~openenv_gym.providers.RayProvider` lists its actors, nodes and pids.
+        """
+        return self._runtime.provider
 
     def close(self) -> None:
         """Close every instance made in this process and stop the shared server. Idempotent.
@@ -350,7 +418,7 @@ class EnvironmentFactory:
         return self._spec.entry_point == _OUR_ENTRY_POINT
 
     def _start_server(self, runtime: _Runtime) -> None:
-        """Start the server the instances share (our env ids, no base_url=, local/docker)."""
+        """Start the servers the instances share (our env ids, no base_url=)."""
         kwargs = dict(self.make_kwargs)
         if self._ours():
             # one session making one call at a time: nothing to batch, and OpenEnv's JSON
@@ -358,13 +426,15 @@ class EnvironmentFactory:
             kwargs.setdefault("protocol", "json")
         provider = kwargs.get("provider")
         sharing = self.share_server and self._ours() and kwargs.get("base_url") is None
-        if sharing and provider in (None, "local", "docker"):
+        if sharing and isinstance(provider, str | None) and provider in _SHARED_PROVIDERS:
             self._share_server(runtime, kwargs)
         runtime.make_kwargs = kwargs
         runtime.started = True
 
     def _share_server(self, runtime: _Runtime, kwargs: dict[str, Any]) -> None:
-        provider = kwargs.get("provider")
+        """Start the provider's servers once; ``kwargs`` keeps the env's arguments only."""
+        provider = kwargs.pop("provider", None)
+        options = _provider_options(provider, kwargs)
         spec_kwargs = {**(self._spec.kwargs or {}), **kwargs}
         env = str(spec_kwargs.get("env", "wordle"))
         codec = choose_codec(
@@ -374,19 +444,20 @@ class EnvironmentFactory:
             spec_kwargs.get("observation_fields"),
         )
         name = local_server(codec, spec_kwargs.get("server"), provider, None)
-        started = make_provider(name, provider=provider)
-        url = started.start()[0]
+        started = make_provider(name, provider=provider, **options)
+        try:
+            urls = started.start()
+        except BaseException:
+            started.close()
+            raise
         runtime.provider = started
-        for key in ("provider", "server"):
-            kwargs.pop(key, None)
-        kwargs["base_url"] = url
-        token = started.token(0)  # the server we started demands it: send it
-        if token is not None:
-            kwargs["token"] = token
+        runtime.urls = list(urls)
+        runtime.tokens = [started.token(k) for k in range(len(urls))]
+        kwargs.pop("server", None)
 
     def _make_env(self, runtime: _Runtime) -> Any:
         try:
-            return gymnasium.make(self.env_id, **runtime.make_kwargs)
+            return gymnasium.make(self.env_id, **runtime.env_kwargs())
         except TypeError as exc:  # gymnasium's word for an unknown keyword argument
             raise ConfigurationError(f"cannot make {self.env_id!r}: {exc}") from exc
 
@@ -427,13 +498,19 @@ def environment_factory(
         tool_name: Rename the tool (default: the env's own, e.g. ``guess``).
         interface: Your own :class:`~openenv_gym.integrations.text.TextInterface`
             (module-level functions keep the factory picklable).
-        share_server: With our env ids and no ``base_url=``: start one server (local
-            process or container) per process for all instances, each with its own
-            session. False: every instance starts its own.
+        share_server: With our env ids and no ``base_url=``: start the servers once
+            per process for all instances, each with its own session (``provider=``
+            ``"local"``, ``"docker"`` or ``"ray"``; ``num_servers=K`` servers, which the
+            instances take in turn; ``provider="ray", pool=NAME`` attaches to a named
+            pool and leaves it running). False: every instance starts its own.
         **make_kwargs: Passed to ``gymnasium.make`` (``base_url=``, ``provider=``,
-            ``max_episode_steps=``, ``timeouts=``, ...). ``protocol`` defaults to
-            ``"json"`` here: each instance makes one call at a time, which OpenEnv's JSON
-            protocol serves with less overhead than the batched one.
+            ``max_episode_steps=``, ``timeouts=``, ...), but the provider's own
+            arguments go to the shared servers' provider (``num_servers=``; Ray's
+            ``placement=``, ``num_cpus=``, ``resources=``, ``runtime_env=``,
+            ``ray_address=``, ``server_options=``, ``pool=``...; ``docs/scale-out.md``).
+            ``protocol`` defaults to ``"json"`` here: each instance makes one call at a
+            time, which OpenEnv's JSON protocol serves with less overhead than the
+            batched one.
 
     Raises:
         ConfigurationError: Unknown env id.
