@@ -37,6 +37,7 @@ from typing import Any
 from openenv_gym._http import get_json, http_base, with_token
 from openenv_gym.config import Timeouts
 from openenv_gym.exceptions import (
+    ArgumentTypeError,
     ConfigurationError,
     ConnectError,
     ConnectionLostError,
@@ -1053,6 +1054,10 @@ def check_server(
         ConfigurationError: An argument is invalid. (Everything the server does is reported,
             not raised.)
     """
+    if not isinstance(url, str):
+        raise ArgumentTypeError(f"url must be a string, got {_brief(url)}")
+    if timeouts is not None and not isinstance(timeouts, Timeouts):
+        raise ArgumentTypeError(f"timeouts must be a Timeouts or None, got {_brief(timeouts)}")
     base = DEFAULT_TIMEOUTS if timeouts is None else timeouts
     base = replace(
         base,

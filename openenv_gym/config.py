@@ -9,21 +9,49 @@ from __future__ import annotations
 import math
 import os
 from collections.abc import Mapping
-from dataclasses import dataclass, replace
-from typing import Any
+from dataclasses import dataclass, field, fields
+from typing import Any, Literal
 
-from openenv_gym.exceptions import ConfigurationError
+import numpy as np
+from gymnasium.vector import AutoresetMode
+
+from openenv_gym.exceptions import ArgumentTypeError, ConfigurationError
 
 __all__ = [
     "ENV_VARS",
+    "AutoresetModeName",
+    "OnServerLoss",
+    "ProtocolName",
     "Timeouts",
+    "check_count",
     "env_count",
     "env_flag",
     "env_float",
     "env_str",
+    "parse_autoreset_mode",
     "parse_count",
     "parse_seconds",
 ]
+
+ProtocolName = Literal["auto", "batch", "json"]
+"""Values of ``protocol=`` (``None``: ``OPENENV_GYM_PROTOCOL``, else ``"auto"``)."""
+
+OnServerLoss = Literal["raise", "restart"]
+"""Values of ``on_server_loss=``."""
+
+AutoresetModeName = Literal[
+    "next_step",
+    "same_step",
+    "disabled",
+    "NEXT_STEP",
+    "SAME_STEP",
+    "DISABLED",
+    "NextStep",
+    "SameStep",
+    "Disabled",
+]
+"""Spellings of ``autoreset_mode=`` besides :class:`gymnasium.vector.AutoresetMode` itself:
+its member names (any case) and its values."""
 
 ENV_VARS: dict[str, str] = {
     "OPENENV_GYM_CONNECT_TIMEOUT": "seconds to open a connection (default 10)",
@@ -113,45 +141,116 @@ def parse_count(text: str, what: str) -> int:
     return value
 
 
+def check_count(value: Any, name: str, *, optional: bool = True) -> int | None:
+    """``value`` if it is a positive integer (or None, when ``optional``).
+
+    >>> check_count(4, "num_servers"), check_count(None, "num_servers")
+    (4, None)
+
+    Raises:
+        ArgumentTypeError: Not an integer (``bool`` included).
+        ConfigurationError: An integer < 1.
+    """
+    if value is None and optional:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int | np.integer):
+        raise ArgumentTypeError(f"{name} must be a positive integer, got {value!r}")
+    if value < 1:
+        raise ConfigurationError(f"{name} must be a positive integer, got {value!r}")
+    return int(value)
+
+
 def env_flag(name: str) -> bool:
     """Read a boolean variable (``1``, ``true``, ``yes``, ``on``)."""
     return (env_str(name) or "").lower() in ("1", "true", "yes", "on")
+
+
+def parse_autoreset_mode(value: Any) -> AutoresetMode:
+    """An :class:`~gymnasium.vector.AutoresetMode` from itself, its value or its name.
+
+    Member names are matched in any case, so ``"SAME_STEP"`` (as Gymnasium's docs spell
+    it), ``"same_step"`` and ``"SameStep"`` (the value) all give ``SAME_STEP``.
+
+    >>> parse_autoreset_mode("SAME_STEP") is AutoresetMode.SAME_STEP
+    True
+
+    Raises:
+        ConfigurationError: Anything else; the message lists the valid values.
+    """
+    if isinstance(value, AutoresetMode):
+        return value
+    if isinstance(value, str):
+        for mode in AutoresetMode:
+            if value.lower() in (mode.name.lower(), mode.value.lower()):
+                return mode
+    names = ", ".join(repr(mode.name) for mode in AutoresetMode)
+    raise ConfigurationError(
+        f"unknown autoreset_mode {value!r}: use an AutoresetMode member or one of {names} "
+        "(any case)"
+    )
+
+
+def _timeout_from_env(name: str, default: float) -> Any:
+    return field(default_factory=lambda: env_float(name, default))
 
 
 @dataclass(frozen=True, slots=True)
 class Timeouts:
     """Client timeouts in seconds; ``None`` waits forever.
 
+    A field not given comes from its ``OPENENV_GYM_*_TIMEOUT`` variable when that is set,
+    else from the default: ``Timeouts(step=5)``, ``Timeouts.of({"step": 5})`` and
+    ``timeouts={"step": 5}`` are the same (``docs/configuration.md``).
+
     Attributes:
-        connect: Opening the WebSocket (TCP + TLS + upgrade).
-        step: Waiting for the reply to one reset / step / state. Expiry is fatal for
-            the session: OpenEnv replies carry no request id.
-        close: Waiting for a polite close before the socket is dropped.
+        connect: Opening the WebSocket (TCP + TLS + upgrade); ``OPENENV_GYM_CONNECT_TIMEOUT``,
+            default 10.
+        step: Waiting for the reply to one reset / step / state; ``OPENENV_GYM_STEP_TIMEOUT``,
+            default 60. Expiry is fatal for the session: OpenEnv replies carry no request id.
+        close: Waiting for a polite close before the socket is dropped;
+            ``OPENENV_GYM_CLOSE_TIMEOUT``, default 5.
     """
 
-    connect: float | None = 10.0
-    step: float | None = 60.0
-    close: float | None = 5.0
+    connect: float | None = _timeout_from_env("OPENENV_GYM_CONNECT_TIMEOUT", 10.0)
+    step: float | None = _timeout_from_env("OPENENV_GYM_STEP_TIMEOUT", 60.0)
+    close: float | None = _timeout_from_env("OPENENV_GYM_CLOSE_TIMEOUT", 5.0)
 
     def __post_init__(self) -> None:
         for name in ("connect", "step", "close"):
             value = getattr(self, name)
-            if value is not None and (not isinstance(value, int | float) or value <= 0):
-                raise ConfigurationError(f"timeout {name!r} must be > 0 or None, got {value!r}")
+            if value is None:
+                continue
+            if isinstance(value, bool) or not isinstance(value, int | float) or not value > 0:
+                raise ConfigurationError(
+                    f"timeout {name!r} must be a number of seconds > 0, or None; got {value!r}"
+                )
 
     @classmethod
     def of(cls, timeouts: Timeouts | Mapping[str, float | None] | None) -> Timeouts:
-        """``timeouts`` itself, or the defaults with a mapping of fields on top (``from_env``)."""
+        """``timeouts`` itself, or a :class:`Timeouts` of a mapping of its fields.
+
+        Raises:
+            ConfigurationError: Not a Timeouts, a mapping or None; an unknown field.
+        """
         if isinstance(timeouts, Timeouts):
             return timeouts
+        if timeouts is not None and not isinstance(timeouts, Mapping):
+            raise ConfigurationError(
+                f"timeouts must be a Timeouts, a mapping of its fields or None, got {timeouts!r}"
+            )
         return cls.from_env(**dict(timeouts or {}))
 
     @classmethod
     def from_env(cls, **overrides: Any) -> Timeouts:
-        """Defaults, then ``OPENENV_GYM_*_TIMEOUT`` variables, then ``overrides``."""
-        base = cls(
-            connect=env_float("OPENENV_GYM_CONNECT_TIMEOUT", 10.0),
-            step=env_float("OPENENV_GYM_STEP_TIMEOUT", 60.0),
-            close=env_float("OPENENV_GYM_CLOSE_TIMEOUT", 5.0),
-        )
-        return replace(base, **overrides)
+        """``overrides``, then the ``OPENENV_GYM_*_TIMEOUT`` variables, then the defaults.
+
+        The same as ``Timeouts(**overrides)``, with unknown fields refused as a
+        :class:`~openenv_gym.exceptions.ConfigurationError`.
+        """
+        known = [f.name for f in fields(cls)]
+        unknown = sorted(set(overrides) - set(known))
+        if unknown:
+            raise ConfigurationError(
+                f"unknown timeout(s) {', '.join(map(repr, unknown))}: use {', '.join(known)}"
+            )
+        return cls(**overrides)

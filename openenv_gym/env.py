@@ -13,15 +13,17 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+import reprlib
 from collections.abc import Collection, Mapping
-from typing import Any, SupportsFloat
+from typing import Any, Literal, SupportsFloat, cast
 
 import gymnasium
 from gymnasium.envs.registration import EnvSpec
 
 from openenv_gym._http import get_json, http_base, with_token
-from openenv_gym.config import Timeouts
+from openenv_gym.config import OnServerLoss, ProtocolName, Timeouts, check_count
 from openenv_gym.exceptions import (
+    ArgumentTypeError,
     ConfigurationError,
     ConnectError,
     ConnectionLostError,
@@ -39,6 +41,7 @@ from openenv_gym.spaces import (
     Codec,
     FieldSpaces,
     McpTool,
+    action_error,
     codec_for,
     codec_from_schema,
     is_mcp_schema,
@@ -65,32 +68,40 @@ __all__ = [
 logger = logging.getLogger("openenv_gym.env")
 
 
-def check_episode_args(max_episode_steps: int | None, render_mode: str | None) -> None:
+def check_episode_args(
+    max_episode_steps: int | None,
+    render_mode: str | None,
+    codec: Any = None,
+    headers: Any = None,
+) -> None:
     """Validate the arguments the single and the vector env share.
 
     Raises:
         ConfigurationError: ``max_episode_steps`` < 1, or a render mode other than ansi.
+        ArgumentTypeError: ``codec`` not a :class:`~openenv_gym.spaces.Codec`, ``headers``
+            not a mapping.
     """
-    if max_episode_steps is not None and max_episode_steps < 1:
-        raise ConfigurationError(f"max_episode_steps must be >= 1, got {max_episode_steps}")
+    check_count(max_episode_steps, "max_episode_steps")
     if render_mode not in (None, "ansi"):
         raise ConfigurationError(f"render_mode must be None or 'ansi', got {render_mode!r}")
+    if codec is not None and not isinstance(codec, Codec):
+        raise ArgumentTypeError(f"codec must be a Codec or None, got {reprlib.repr(codec)}")
+    if headers is not None and not isinstance(headers, Mapping):
+        raise ArgumentTypeError(f"headers must be a mapping or None, got {reprlib.repr(headers)}")
 
 
 ON_SERVER_LOSS = ("raise", "restart")
 
 
-def check_on_server_loss(on_server_loss: str) -> str:
+def check_on_server_loss(on_server_loss: str) -> OnServerLoss:
     """Validate ``on_server_loss=`` (the single and the vector env's).
 
     Raises:
         ConfigurationError: Not ``"raise"`` or ``"restart"``.
     """
-    if on_server_loss not in ON_SERVER_LOSS:
-        raise ConfigurationError(
-            f"on_server_loss must be 'raise' or 'restart', got {on_server_loss!r}"
-        )
-    return on_server_loss
+    if on_server_loss in ON_SERVER_LOSS:
+        return cast(OnServerLoss, on_server_loss)
+    raise ConfigurationError(f"on_server_loss must be 'raise' or 'restart', got {on_server_loss!r}")
 
 
 def headers_for_server(
@@ -378,10 +389,10 @@ class OpenEnvEnv(gymnasium.Env[Any, Any]):
         *,
         base_url: str | None = None,
         provider: str | Provider | None = None,
-        protocol: str | None = None,
+        protocol: ProtocolName | None = None,
         timeouts: Timeouts | Mapping[str, float | None] | None = None,
         max_episode_steps: int | None = None,
-        render_mode: str | None = None,
+        render_mode: Literal["ansi"] | None = None,
         codec: Codec | None = None,
         headers: Mapping[str, str] | None = None,
         server: str | None = None,
@@ -389,10 +400,10 @@ class OpenEnvEnv(gymnasium.Env[Any, Any]):
         observation_fields: FieldSpaces | None = None,
         tool: str | None = None,
         token: str | None = None,
-        on_server_loss: str = "raise",
+        on_server_loss: OnServerLoss = "raise",
         **provider_options: Any,
     ) -> None:
-        check_episode_args(max_episode_steps, render_mode)
+        check_episode_args(max_episode_steps, render_mode, codec, headers)
         self._on_server_loss = check_on_server_loss(on_server_loss)
         chosen = choose_codec(env, codec, action_fields, observation_fields, tool=tool)
         name = local_server(chosen, server, provider, base_url)
@@ -477,6 +488,10 @@ class OpenEnvEnv(gymnasium.Env[Any, Any]):
         ``{"episode_id": "ep-1"}``).
         """
         session = self.session
+        if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int)):
+            raise ArgumentTypeError(f"seed must be an integer or None, got {reprlib.repr(seed)}")
+        if options is not None and not isinstance(options, Mapping):
+            raise ArgumentTypeError(f"options must be a dict or None, got {reprlib.repr(options)}")
         super().reset(seed=seed)
         kwargs: dict[str, Any] = dict(options or {})
         if seed is not None:
@@ -510,9 +525,7 @@ class OpenEnvEnv(gymnasium.Env[Any, Any]):
             raise ResetNeededError("the episode is over (or never started): call reset()")
         contains = self.codec.contains_action or self.action_space.contains
         if not contains(action):
-            raise InvalidActionError(
-                f"action {action!r} is not in the action space {self.action_space}"
-            )
+            raise InvalidActionError(action_error(self.action_space, action))
         try:
             reply = session.step(self.codec.encode_action(action))
         except ConnectionLostError:

@@ -6,6 +6,7 @@ once, at the transport or protocol boundary, with ``raise ... from exc``::
 
     OpenEnvGymError
     ├── ConfigurationError (ValueError)      bad argument, unknown env id, bad URL
+    │   └── ArgumentTypeError (TypeError)    an argument of the wrong type
     ├── UsageError (RuntimeError)            wrong call order, env already closed
     │   ├── EpisodeOverError                 an action after the episode ended (a TRL tool)
     │   ├── EnvClosedError                   a call on a closed env or vector env
@@ -66,6 +67,7 @@ import gymnasium.error
 
 __all__ = [
     "ActionBatchError",
+    "ArgumentTypeError",
     "AuthenticationError",
     "CapacityError",
     "ConfigurationError",
@@ -104,6 +106,10 @@ class OpenEnvGymError(Exception):
 
 class ConfigurationError(OpenEnvGymError, ValueError):
     """An argument, an environment variable or an env id is invalid."""
+
+
+class ArgumentTypeError(ConfigurationError, TypeError):
+    """An argument has the wrong type (also a ``TypeError``, as Python would raise)."""
 
 
 class UsageError(OpenEnvGymError, RuntimeError):

@@ -13,6 +13,7 @@ import json
 import logging
 import math
 import re
+import reprlib
 import string
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
@@ -35,15 +36,19 @@ __all__ = [
     "Codec",
     "McpTool",
     "ToolActions",
+    "action_error",
     "catch_grid",
     "codec_for",
     "codec_from_schema",
+    "describe_space",
     "is_mcp_schema",
     "known_envs",
     "listed_tools",
     "schema_node",
+    "short_repr",
     "to_printable",
     "tool_result_text",
+    "why_not_in",
 ]
 
 logger = logging.getLogger("openenv_gym.spaces")
@@ -1695,3 +1700,76 @@ def _many_tools(
         arguments={k: c.space for k, c in converters.items()},
     )
     return action_space, encode, contains, actions
+
+
+# ------------------------------------------------------------------ error messages
+_SHORT = reprlib.Repr()
+_SHORT.maxstring = 60
+_SHORT.maxother = 60
+_SHORT.maxlist = _SHORT.maxtuple = _SHORT.maxdict = 6
+
+
+def short_repr(value: Any) -> str:
+    """``repr(value)`` cut to about 60 characters (long strings keep their two ends)."""
+    return _SHORT.repr(value)
+
+
+def describe_space(space: spaces.Space[Any]) -> str:
+    """A one-line description of ``space`` (a Text space's charset is not spelled out)."""
+    if isinstance(space, spaces.Text):
+        charset = "printable ASCII" if set(space.character_set) == PRINTABLE else "its charset"
+        return f"Text({space.min_length}, {space.max_length}, {charset})"
+    if isinstance(space, spaces.Dict):
+        return "Dict(" + ", ".join(f"{k}: {describe_space(v)}" for k, v in space.items()) + ")"
+    return " ".join(str(space).split())
+
+
+def _a_type(value: Any) -> str:
+    name = type(value).__name__
+    return f"{'an' if name[:1].lower() in 'aeiou' else 'a'} {name}"
+
+
+def why_not_in(space: spaces.Space[Any], value: Any) -> str:
+    """Why ``value`` is not in ``space``, in a few words (for an error message)."""
+    if isinstance(space, spaces.Text):
+        if not isinstance(value, str):
+            return f"{_a_type(value)}, not a str"
+        if len(value) > space.max_length:
+            return f"{len(value)} characters, more than the {space.max_length} allowed"
+        if len(value) < space.min_length:
+            return f"{len(value)} characters, fewer than the {space.min_length} needed"
+        for at, char in enumerate(value):
+            if char not in space.character_set:
+                return f"character {char!r} at index {at} is not in the charset"
+        return "the space refused it"
+    if isinstance(space, spaces.Dict):
+        if not isinstance(value, Mapping):
+            return f"{_a_type(value)}, not a dict"
+        missing = sorted(set(space.keys()) - set(value))
+        if missing:
+            return f"missing key(s) {', '.join(map(repr, missing))}"
+        extra = sorted(map(str, set(value) - set(space.keys())))
+        if extra:
+            return f"unexpected key(s) {', '.join(map(repr, extra))}"
+        for key, sub in space.items():
+            if not sub.contains(value[key]):
+                return f"[{key!r}] is {short_repr(value[key])}: {why_not_in(sub, value[key])}"
+        return "the space refused it"
+    if isinstance(space, spaces.Discrete):
+        if isinstance(value, bool) or not isinstance(value, int | np.integer):
+            return f"{_a_type(value)}, not an integer"
+        return f"outside [{space.start}, {space.start + space.n - 1}]"
+    if isinstance(space, spaces.Box):
+        shape = np.shape(value)
+        if shape != space.shape:
+            return f"shape {shape}, not {space.shape}"
+        return f"outside the bounds [{space.low.min()}, {space.high.max()}]"
+    return "outside the space"
+
+
+def action_error(space: spaces.Space[Any], value: Any, what: str = "action") -> str:
+    """One line: which ``value`` (shortened), which ``space``, and what is wrong."""
+    return (
+        f"{what} {short_repr(value)} is not in the action space {describe_space(space)}: "
+        f"{why_not_in(space, value)}"
+    )

@@ -26,10 +26,11 @@ from __future__ import annotations
 import collections
 import logging
 import math
+import reprlib
 import threading
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
 import gymnasium.error
 import numpy as np
@@ -39,7 +40,14 @@ from gymnasium.utils import seeding
 from gymnasium.vector import AutoresetMode, VectorEnv
 from gymnasium.vector.utils import batch_space, concatenate, create_empty_array
 
-from openenv_gym.config import Timeouts
+from openenv_gym.config import (
+    AutoresetModeName,
+    OnServerLoss,
+    ProtocolName,
+    Timeouts,
+    check_count,
+    parse_autoreset_mode,
+)
 from openenv_gym.env import (
     bind_schema,
     check_episode_args,
@@ -55,6 +63,7 @@ from openenv_gym.env import (
 )
 from openenv_gym.exceptions import (
     ActionBatchError,
+    ArgumentTypeError,
     ConfigurationError,
     ConnectionLostError,
     EnvClosedError,
@@ -69,7 +78,7 @@ from openenv_gym.exceptions import (
 )
 from openenv_gym.infos import InfoColumns, Nested, batch_info_columns, batch_infos
 from openenv_gym.providers import Provider, make_provider
-from openenv_gym.spaces import Codec, FieldSpaces, codec_from_schema
+from openenv_gym.spaces import Codec, FieldSpaces, action_error, codec_from_schema
 from openenv_gym.transport.dispatch import Dispatcher, Pending, Request
 from openenv_gym.transport.session import resolve_protocol
 from openenv_gym.transport.shards import Outcome, Shard, connect_shard, connect_shards
@@ -182,13 +191,13 @@ class OpenEnvVectorEnv(VectorEnv[Any, Any, Any]):
         num_servers: int | None = None,
         envs_per_server: int | None = None,
         envs_per_container: int | None = None,
-        protocol: str | None = None,
+        protocol: ProtocolName | None = None,
         timeouts: Timeouts | Mapping[str, float | None] | None = None,
         max_episode_steps: int | None = None,
-        autoreset_mode: AutoresetMode | str = AutoresetMode.NEXT_STEP,
+        autoreset_mode: AutoresetMode | AutoresetModeName = AutoresetMode.NEXT_STEP,
         batch_size: int | None = None,
         frame_size: int | None = None,
-        render_mode: str | None = None,
+        render_mode: Literal["ansi"] | None = None,
         codec: Codec | None = None,
         headers: Mapping[str, str] | None = None,
         server: str | None = None,
@@ -196,17 +205,21 @@ class OpenEnvVectorEnv(VectorEnv[Any, Any, Any]):
         observation_fields: FieldSpaces | None = None,
         tool: str | None = None,
         token: str | Sequence[str | None] | None = None,
-        on_server_loss: str = "raise",
+        on_server_loss: OnServerLoss = "raise",
         **provider_options: Any,
     ) -> None:
-        if isinstance(num_envs, bool) or not isinstance(num_envs, int) or num_envs < 1:
-            raise ConfigurationError(f"num_envs must be a positive integer, got {num_envs!r}")
-        check_episode_args(max_episode_steps, render_mode)
+        check_count(num_envs, "num_envs", optional=False)
+        for arg, count in (
+            ("num_servers", num_servers),
+            ("envs_per_server", envs_per_server),
+            ("envs_per_container", envs_per_container),
+            ("batch_size", batch_size),
+            ("frame_size", frame_size),
+        ):
+            check_count(count, arg)
+        check_episode_args(max_episode_steps, render_mode, codec, headers)
         self._on_server_loss = check_on_server_loss(on_server_loss)
-        try:
-            mode = AutoresetMode(autoreset_mode)
-        except ValueError:
-            raise ConfigurationError(f"unknown autoreset_mode {autoreset_mode!r}") from None
+        mode = parse_autoreset_mode(autoreset_mode)
         chosen = choose_codec(env, codec, action_fields, observation_fields, tool=tool)
         name = local_server(chosen, server, provider, base_url)
         self._seeded = serves_seeded(name, provider, base_url)
@@ -406,7 +419,7 @@ class OpenEnvVectorEnv(VectorEnv[Any, Any, Any]):
             return [int(seed) + i for i in range(self.num_envs)]
         seeds = list(seed)
         if len(seeds) != self.num_envs:
-            raise ValueError(
+            raise ConfigurationError(
                 f"If seeds are passed as a list the length must match num_envs={self.num_envs} "
                 f"but got length={len(seeds)}."
             )
@@ -417,15 +430,19 @@ class OpenEnvVectorEnv(VectorEnv[Any, Any, Any]):
             return None
         mask = options.pop("reset_mask")
         if not isinstance(mask, np.ndarray):
-            raise TypeError(f"`options['reset_mask']` must be a numpy array, got {type(mask)}")
+            raise ArgumentTypeError(
+                f"`options['reset_mask']` must be a numpy array, got {type(mask)}"
+            )
         if mask.shape != (self.num_envs,):
-            raise ValueError(
+            raise ConfigurationError(
                 f"`options['reset_mask']` must have shape `({self.num_envs},)`, got {mask.shape}"
             )
         if mask.dtype != np.bool_:
-            raise TypeError(f"`options['reset_mask']` must have `dtype=np.bool_`, got {mask.dtype}")
+            raise ArgumentTypeError(
+                f"`options['reset_mask']` must have `dtype=np.bool_`, got {mask.dtype}"
+            )
         if not np.any(mask):
-            raise ValueError(
+            raise ConfigurationError(
                 "`options['reset_mask']` must contain a boolean array with at least one True "
                 f"value, got reset_mask={mask}"
             )
@@ -439,7 +456,7 @@ class OpenEnvVectorEnv(VectorEnv[Any, Any, Any]):
         contains = self.codec.contains_action or self.single_action_space.contains
         autoreset = self._autoreset
         bad = {
-            int(i): InvalidActionError(f"action {a!r} is not in {self.single_action_space}")
+            int(i): InvalidActionError(action_error(self.single_action_space, a))
             for i, a in zip(env_ids.tolist(), per_env, strict=True)
             if not autoreset[i] and not contains(a)
         }
@@ -1053,7 +1070,9 @@ class OpenEnvVectorEnv(VectorEnv[Any, Any, Any]):
             raise PendingCallError("step_async() is pending: call step_wait() first", "step")
         ids = list(range(self.num_envs)) if env_ids is None else [int(i) for i in env_ids]
         if len(set(ids)) != len(ids) or any(not 0 <= i < self.num_envs for i in ids):
-            raise ValueError(f"env_ids must be distinct indices in [0, {self.num_envs}), got {ids}")
+            raise ConfigurationError(
+                f"env_ids must be distinct indices in [0, {self.num_envs}), got {reprlib.repr(ids)}"
+            )
         chosen = np.asarray(ids, dtype=np.intp)
         busy = chosen[self._busy[chosen]].tolist()
         if busy:
@@ -1143,6 +1162,12 @@ class OpenEnvVectorEnv(VectorEnv[Any, Any, Any]):
         """Call a method on every sub-env; supported: ``state``, ``render``."""
         self._check_open()
         if name == "state":
+            if self._step_started:
+                raise PendingCallError("a step is pending: call step_wait() first", "step")
+            if self._in_flight or self._ready:
+                raise PendingCallError(
+                    "steps sent with send() are pending: call recv() first", "send"
+                )
             every = np.arange(self.num_envs)
             with self._call_lock:
                 try:
@@ -1201,7 +1226,7 @@ class OpenEnvVectorEnv(VectorEnv[Any, Any, Any]):
             raise AttributeError(f"cannot set {name!r} on remote sub-environments")
         if isinstance(values, list | tuple):
             if len(values) != self.num_envs or len(set(values)) != 1:
-                raise ValueError("max_episode_steps must be one value for every sub-env")
+                raise ConfigurationError("max_episode_steps must be one value for every sub-env")
             values = values[0]
         self.max_episode_steps = values
 

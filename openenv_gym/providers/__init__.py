@@ -14,10 +14,11 @@ Providers know nothing of wire protocols: they hand out URLs and own process lif
 from __future__ import annotations
 
 import inspect
+import reprlib
 from collections.abc import Callable
 from typing import Any, TypeVar
 
-from openenv_gym.exceptions import ConfigurationError
+from openenv_gym.exceptions import ArgumentTypeError, ConfigurationError
 from openenv_gym.providers.base import Provider
 from openenv_gym.providers.docker import DockerProvider
 from openenv_gym.providers.local import LocalProvider
@@ -55,6 +56,18 @@ def make_provider(
         ConfigurationError: Unknown provider, ``"url"`` without ``base_url``, or an option
             the provider does not take.
     """
+    if provider is not None and not isinstance(provider, str | Provider):
+        raise ArgumentTypeError(
+            "provider must be 'local', 'docker', 'ray', 'url', a Provider or None, "
+            f"got {reprlib.repr(provider)}"
+        )
+    if base_url is not None and not (
+        isinstance(base_url, str)
+        or (isinstance(base_url, list | tuple) and all(isinstance(u, str) for u in base_url))
+    ):
+        raise ArgumentTypeError(
+            f"base_url must be a URL, a list of URLs or None, got {reprlib.repr(base_url)}"
+        )
     if provider is not None and not isinstance(provider, str):
         if options:
             raise ConfigurationError(
