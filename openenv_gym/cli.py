@@ -3,7 +3,8 @@
 ``openenv-gym serve wordle --port 0`` starts a server and prints its URL on the first
 line of standard output (``--port 0`` picks a free port). ``openenv-gym check URL`` runs
 the conformance checks of ``docs/check.md`` against any OpenEnv server; it exits 1 when
-a check fails, 0 otherwise (warnings included).
+a check fails, 0 otherwise (warnings included). ``openenv-gym envs`` lists the env ids
+and their spaces. Bad arguments exit 2 with one line on standard error.
 """
 
 from __future__ import annotations
@@ -31,11 +32,123 @@ __all__ = ["main"]
 logger = logging.getLogger("openenv_gym.cli")
 
 
+_DESCRIPTION = """\
+Gymnasium environments over OpenEnv servers: serve the environments we ship, check
+that any server speaks OpenEnv's protocol, list the env ids, build Docker images."""
+
+_EXAMPLES: dict[str, str] = {
+    "": """\
+examples:
+  openenv-gym envs                                  the env ids and their spaces
+  openenv-gym serve wordle --port 8000              serve Wordle on 127.0.0.1:8000
+  openenv-gym check http://127.0.0.1:8000           check a running server
+  openenv-gym serve --help                          every option of a command
+
+docs: docs/cli.md, docs/logging.md""",
+    "serve": """\
+examples:
+  openenv-gym serve wordle --port 0                 a free port; the URL is printed
+  openenv-gym serve echo --port 8000 --max-sessions 256
+  openenv-gym serve --env mypkg.envs:MyEnv --port 8000
+  OPENENV_GYM_TOKEN=secret openenv-gym serve catch --host 0.0.0.0 --port 8000""",
+    "check": """\
+examples:
+  openenv-gym check http://127.0.0.1:8000
+  openenv-gym check https://openenv-echo-env.hf.space --json
+  openenv-gym check http://127.0.0.1:8000 --action '{"message": "[crane]"}'""",
+    "envs": """\
+examples:
+  openenv-gym envs
+  openenv-gym envs --json""",
+    "images": """\
+examples:
+  openenv-gym images build wordle echo""",
+    "images build": """\
+examples:
+  openenv-gym images build                          every server we ship
+  openenv-gym images build wordle --no-wheels       reuse build/wheelhouse""",
+    "gc": """\
+examples:
+  openenv-gym gc                                    containers whose owner is gone
+  openenv-gym gc --all""",
+    "ray": """\
+examples:
+  openenv-gym ray up wordle-pool wordle --num-servers 4
+  openenv-gym ray status
+  openenv-gym ray down wordle-pool""",
+    "ray up": """\
+examples:
+  openenv-gym ray up wordle-pool wordle --num-servers 4 --placement spread""",
+    "ray down": """\
+examples:
+  openenv-gym ray down wordle-pool""",
+    "ray status": """\
+examples:
+  openenv-gym ray status --json""",
+}
+"""An example epilog for every command (``openenv-gym COMMAND --help``), by command path."""
+
+LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
+
+
+def _log_level(text: str) -> str:
+    """``--log-level`` in any case (argparse then checks it against :data:`LOG_LEVELS`)."""
+    return text.upper()
+
+
+def _positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be a positive integer, got {text!r}")
+    return value
+
+
+def _positive_seconds(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds") from None
+    if not 0 < value < float("inf"):
+        raise argparse.ArgumentTypeError(f"must be > 0 seconds, got {text!r}")
+    return value
+
+
+def _finish(parser: argparse.ArgumentParser, path: str = "") -> None:
+    """Give every command its examples, plain-text help and a checked ``--log-level``."""
+    parser.formatter_class = argparse.RawDescriptionHelpFormatter
+    if path in _EXAMPLES:
+        parser.epilog = _EXAMPLES[path]
+    for action in parser._actions:
+        if action.dest == "log_level":
+            action.type = _log_level
+            action.choices = LOG_LEVELS
+            action.help = f"one of {', '.join(LOG_LEVELS)}, any case (default {action.default})"
+        if isinstance(action, argparse._SubParsersAction):
+            for name, child in action.choices.items():
+                _finish(child, f"{path} {name}".strip())
+
+
 def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="openenv-gym", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="openenv-gym", description=_DESCRIPTION)
     parser.add_argument("--version", action="version", version=f"openenv-gym {__version__}")
     sub = parser.add_subparsers(dest="command", required=True)
-    serve = sub.add_parser("serve", help="serve an environment over OpenEnv /ws and /batch")
+    envs = sub.add_parser(
+        "envs",
+        help="list the env ids and their spaces",
+        description="List the openenv/* ids gymnasium.make takes, with their action and "
+        "observation spaces.",
+    )
+    envs.add_argument("--json", action="store_true", help="print JSON")
+    envs.add_argument("--log-level", default="WARNING")
+    serve = sub.add_parser(
+        "serve",
+        help="serve an environment over OpenEnv /ws and /batch",
+        description="Serve an environment over OpenEnv's /ws, our batched /batch and HTTP. "
+        "Prints the server's URL on the first line of standard output.",
+    )
     serve.add_argument("name", nargs="?", help="wordle, echo, catch (or use --env)")
     serve.add_argument("--env", help="an environment class as package.module:ClassName")
     serve.add_argument(
@@ -99,15 +212,21 @@ def _parser() -> argparse.ArgumentParser:
     )
     check.add_argument(
         "--max-sessions",
-        type=int,
+        type=_positive_int,
         default=16,
         help="most sessions the capacity check holds open at once (default 16)",
     )
     check.add_argument(
-        "--reply-timeout", type=float, default=10.0, help="seconds to wait for each reply"
+        "--reply-timeout",
+        type=_positive_seconds,
+        default=10.0,
+        help="seconds to wait for each reply (default 10)",
     )
     check.add_argument(
-        "--check-timeout", type=float, default=60.0, help="seconds each check may take in all"
+        "--check-timeout",
+        type=_positive_seconds,
+        default=60.0,
+        help="seconds each check may take in all (default 60)",
     )
     check.add_argument("--log-level", default="WARNING")
     images = sub.add_parser("images", help="Docker images of the servers we ship")
@@ -138,6 +257,7 @@ def _parser() -> argparse.ArgumentParser:
     gc.add_argument("--all", action="store_true", help="remove every labelled container")
     gc.add_argument("--log-level", default="WARNING")
     cli_ray.add_commands(sub)
+    _finish(parser)
     return parser
 
 
@@ -291,6 +411,34 @@ def _images(args: argparse.Namespace) -> int:
     return 0
 
 
+def _envs(args: argparse.Namespace) -> int:
+    from openenv_gym.registry import ENV_IDS
+    from openenv_gym.spaces import codec_for, describe_space, known_envs
+
+    rows: list[dict[str, str]] = []
+    for env_id, entry in ENV_IDS.items():
+        if entry.env in known_envs():
+            codec = codec_for(entry.env)
+            action = describe_space(codec.action_space)
+            observation = describe_space(codec.observation_space)
+        else:
+            action = observation = "built from the server's GET /schema (base_url=)"
+        rows.append(
+            {"id": env_id, "server": entry.env, "action": action, "observation": observation}
+        )
+    if args.json:
+        sys.stdout.write(json.dumps(rows, indent=2) + "\n")
+        return 0
+    for row in rows:
+        served = "any OpenEnv server" if row["server"] == "generic" else f"serve {row['server']}"
+        sys.stdout.write(
+            f"{row['id']}  ({served})\n"
+            f"  action       {row['action']}\n"
+            f"  observation  {row['observation']}\n"
+        )
+    return 0
+
+
 def _gc(args: argparse.Namespace) -> int:
     from openenv_gym.providers.docker import gc
 
@@ -302,8 +450,10 @@ def _gc(args: argparse.Namespace) -> int:
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line; returns the exit status."""
     args = _parser().parse_args(argv)
-    logging.basicConfig(level=getattr(logging, str(args.log_level).upper(), logging.WARNING))
+    logging.basicConfig(level=getattr(logging, args.log_level))
     try:
+        if args.command == "envs":
+            return _envs(args)
         if args.command == "check":
             return _check(args)
         if args.command == "images":
