@@ -298,6 +298,12 @@ class DockerProvider(Provider):
                 except OpenEnvGymError:
                     status, body = 0, None
                 if status == 200 and (not isinstance(body, dict) or body.get("status") != "error"):
+                    logger.info(
+                        "docker server started: container %s of %s at %s",
+                        container.short_id,
+                        self.image,
+                        url,
+                    )
                     return url
             if time.monotonic() > deadline:
                 raise self._fail(
@@ -337,6 +343,8 @@ def _remove_all(client: docker.DockerClient, ids: list[str]) -> None:
         except Exception as exc:  # already gone, engine down: nothing more we can do
             if getattr(getattr(exc, "response", None), "status_code", None) != 404:
                 logger.warning("could not remove container %s: %s", container_id[:12], exc)
+        else:
+            logger.info("docker server stopped: container %s removed", container_id[:12])
     ids.clear()
 
 

@@ -250,6 +250,9 @@ class LocalServer:
                 status, body = 0, None
             if status == 200 and isinstance(body, dict) and body.get("status") == "healthy":
                 self.url = url
+                logger.info(
+                    "local server started: %s at %s (pid %d)", self.server, url, self.process.pid
+                )
                 return url
             if time.monotonic() > deadline:
                 raise self._fail(f"not healthy at {url}/health within {timeout} s")
@@ -286,8 +289,15 @@ class LocalServer:
                 except subprocess.TimeoutExpired:
                     process.kill()
                     process.wait()
-            if process.stdout is not None:
+            if process.stdout is not None and not process.stdout.closed:
                 process.stdout.close()
+                logger.info(
+                    "local server stopped: %s at %s (pid %d, exit status %s)",
+                    self.server,
+                    self.url,
+                    process.pid,
+                    process.returncode,
+                )
         if self._stderr is not None:
             self._stderr.close()
             self._stderr = None

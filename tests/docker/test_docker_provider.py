@@ -389,3 +389,20 @@ def test_trl_factory_shares_one_container(client: Any, wordle_image: str) -> Non
     finally:
         factory.close()
     assert _ours(client) == []  # close() removed the container
+
+
+def test_container_start_and_removal_are_logged_with_url_and_id(
+    client: Any, wordle_image: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    import logging
+
+    caplog.set_level(logging.INFO, logger="openenv_gym.providers")
+    provider = DockerProvider("wordle")
+    try:
+        [url] = provider.start()
+        short_id = provider.containers[0].short_id
+    finally:
+        provider.close()
+    messages = [r.getMessage() for r in caplog.records if r.levelno == logging.INFO]
+    assert f"docker server started: container {short_id} of {wordle_image} at {url}" in messages
+    assert f"docker server stopped: container {short_id[:12]} removed" in messages
