@@ -269,21 +269,72 @@ class _Runtime:
         self.warned = False
         self.provider: Provider | None = None
         self.urls: list[str] = []  # the shared servers' (none: every env finds its own)
-        self.tokens: list[str | None] = []
         self.turns = itertools.count()  # instances take the shared servers in turn
+        self.restart_lock = threading.Lock()
         self.make_kwargs: dict[str, Any] = {}
         self.cls: type[OpenEnvToolEnv] | None = None
         self.instances: weakref.WeakSet[OpenEnvToolEnv] = weakref.WeakSet()
 
     def env_kwargs(self) -> dict[str, Any]:
-        """``gymnasium.make`` arguments of the next env: the next shared server's URL."""
-        if not self.urls:
+        """``gymnasium.make`` arguments of the next env: the next shared server."""
+        if self.provider is None or not self.urls:
             return self.make_kwargs
         k = next(self.turns) % len(self.urls)
-        kwargs = {**self.make_kwargs, "base_url": self.urls[k]}
-        if self.tokens[k] is not None:  # the server we started demands it: send it
-            kwargs["token"] = self.tokens[k]
-        return kwargs
+        restart = self.make_kwargs.get("on_server_loss") == "restart"
+        return {**self.make_kwargs, "provider": _SharedServer(self, k, revive=restart)}
+
+    def restart(self, k: int, seen: str) -> str:
+        """Start shared server ``k`` again unless someone did since ``seen`` was its URL."""
+        assert self.provider is not None
+        with self.restart_lock:
+            if self.closed:
+                raise UsageError("the factory was closed: call it again for a new instance")
+            if self.urls[k] == seen:
+                self.urls[k] = self.provider.restart(k)
+            return self.urls[k]
+
+
+class _SharedServer(Provider):
+    """One env's view of shared server ``k``: its URL and token, restarted once for all.
+
+    Closing it leaves the server running (the factory owns it). An env that lost the
+    server (``on_server_loss="restart"``) restarts it through here; the other envs on it
+    then find the new URL instead of restarting it again.
+    """
+
+    def __init__(self, runtime: _Runtime, k: int, *, revive: bool) -> None:
+        self._runtime = runtime
+        self._k = k
+        self._revive = revive
+        self._url = runtime.urls[k]
+
+    def __deepcopy__(self, memo: dict[int, Any]) -> _SharedServer:
+        return self  # a handle on the factory's servers (gymnasium copies env specs)
+
+    def __repr__(self) -> str:
+        return f"<shared server {self._k} of an environment_factory: {self._url}>"
+
+    def start(self) -> list[str]:
+        if self._revive and not self.alive(0):  # a new env on a server that was lost
+            self._url = self._runtime.restart(self._k, self._url)
+        return [self._url]
+
+    def close(self) -> None:
+        """Nothing: the factory stops its servers."""
+
+    def token(self, index: int) -> str | None:
+        assert self._runtime.provider is not None
+        return self._runtime.provider.token(self._k)
+
+    def alive(self, index: int) -> bool:
+        provider = self._runtime.provider
+        if provider is None or self._runtime.urls[self._k] != self._url:
+            return False  # closed, or restarted since this env got its URL
+        return provider.alive(self._k)
+
+    def restart(self, index: int) -> str:
+        self._url = self._runtime.restart(self._k, self._url)
+        return self._url
 
 
 _SHARED_PROVIDERS: dict[str | None, type[Provider]] = {
@@ -346,29 +397,18 @@ class EnvironmentFactory:
         self._runtime = _Runtime()
 
     def __call__(self) -> OpenEnvToolEnv:
-        """A new instance with its own session (the first call starts the shared servers).
-
-        If the first instance cannot be made (bad arguments, a server that refuses), the
-        servers that call started are stopped again before the error propagates.
-        """
+        """A new instance with its own session (the first call starts the shared servers)."""
         with self._lock:
             runtime = self._runtime
-            first = not runtime.started
-            if first:
+            if not runtime.started:
                 self._start_server(runtime)
+            env = self._make_env(runtime)
             try:
-                env = self._make_env(runtime)
-                try:
-                    if runtime.cls is None:
-                        runtime.cls = self._build_class(env)
-                    instance = runtime.cls(self, runtime, env)
-                except BaseException:
-                    env.close()
-                    raise
+                if runtime.cls is None:
+                    runtime.cls = self._build_class(env)
+                instance = runtime.cls(self, runtime, env)
             except BaseException:
-                if first and runtime.provider is not None:
-                    self._runtime = _Runtime()
-                    runtime.provider.close()
+                env.close()
                 raise
             runtime.instances.add(instance)
             return instance
@@ -452,7 +492,6 @@ class EnvironmentFactory:
             raise
         runtime.provider = started
         runtime.urls = list(urls)
-        runtime.tokens = [started.token(k) for k in range(len(urls))]
         kwargs.pop("server", None)
 
     def _make_env(self, runtime: _Runtime) -> Any:

@@ -9,8 +9,10 @@ from __future__ import annotations
 
 import gc
 import inspect
+import os
 import pickle
 import random
+import signal
 import string
 import subprocess
 import sys
@@ -260,6 +262,42 @@ def test_instances_share_one_server_with_their_own_sessions(wordle: EnvironmentF
     a.guess("crane")
     assert server_history(a) == ["crane"]
     assert server_history(b) == []
+
+
+def test_instances_take_the_servers_in_turn_and_a_lost_one_restarts_once() -> None:
+    factory = environment_factory("openenv/Wordle-v0", num_servers=2, on_server_loss="restart")
+    try:
+        a, b, c = factory(), factory(), factory()
+        urls = factory.base_urls
+        assert len(set(urls)) == 2
+        assert [i.env.unwrapped.base_url for i in (a, b, c)] == [urls[0], urls[1], urls[0]]
+        assert a.env.spec is not None  # gymnasium copies the spec, which holds the server
+        for instance in (a, b, c):
+            instance.reset(seed=1)
+        provider = factory.provider
+        assert isinstance(provider, LocalProvider)
+        pid = provider.servers[0].pid
+        assert pid is not None
+        os.kill(pid, signal.SIGKILL)
+        # a's episode ends truncated, and server 0 runs again on a new port
+        assert "The episode is over" in a.guess("crane")
+        assert a.trajectory[-1].truncated
+        assert a.trajectory[-1].info["server_lost"] is True
+        fresh = factory.base_urls[0]
+        assert fresh != urls[0]
+        assert provider.servers[0].pid != pid
+        assert "Feedback" in b.guess("crane")  # server 1 was not disturbed
+        # c was on server 0 too: its episode ends, and the server is not restarted again
+        restarted = provider.servers[0].pid
+        assert "The episode is over" in c.guess("crane")
+        assert provider.servers[0].pid == restarted
+        assert factory.base_urls == [fresh, urls[1]]
+        a.reset(seed=2)
+        a.guess("crane")
+        assert a.env.unwrapped.base_url == fresh
+        assert server_history(a) == ["crane"]
+    finally:
+        factory.close()
 
 
 def test_reset_text_and_prompt_joining(wordle: EnvironmentFactory) -> None:

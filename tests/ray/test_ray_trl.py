@@ -182,19 +182,67 @@ def test_factory_passes_ray_options_and_bad_ones_fail(cluster: TwoNodes) -> None
         instances[0].guess("crane")
         assert "The episode is over" in instances[0].guess("slate")
         # runtime_env reached the actors: each server admits 3 sessions (and holds 2)
-        instances += [factory(), factory()]  # the third session of each server
+        instances += [factory(), factory()]
+        for instance in instances:
+            instance.reset(seed=1)  # three sessions on each server
+        extra = factory()  # a fourth on the first server
         with pytest.raises(CapacityError):
-            instances.append(factory())  # a fourth on the first server
-            instances[-1].reset(seed=1)
+            extra.reset(seed=1)
+        # gymnasium's copy of the env's spec works (it holds the shared server's handle)
+        assert instances[0].env.spec is not None
     finally:
         factory.close()
     with pytest.raises(ConfigurationError, match="placement"):
         environment_factory("openenv/Wordle-v0", provider="ray", placement="sideways")()
-    # an argument neither the env's nor Ray's: the servers it started are stopped again
-    with pytest.raises(ConfigurationError, match="num_gpus"):
-        environment_factory("openenv/Wordle-v0", provider="ray", num_gpus=1)()
-    assert wait_until(lambda: server_actors() == [])
-    assert wait_until(lambda: not live_placement_groups())
+    # an argument neither the env's nor Ray's: an error on the first call
+    bad = environment_factory("openenv/Wordle-v0", provider="ray", num_gpus=1)
+    try:
+        with pytest.raises(ConfigurationError, match="num_gpus"):
+            bad()
+    finally:
+        bad.close()
+
+
+def test_a_lost_server_is_restarted_once_for_all_its_instances(cluster: TwoNodes) -> None:
+    factory = environment_factory(
+        "openenv/Wordle-v0", provider="ray", num_servers=2, on_server_loss="restart"
+    )
+    try:
+        a, b, c = factory(), factory(), factory()  # a and c on server 0, b on server 1
+        for instance in (a, b, c):
+            instance.reset(seed=1)
+        provider = factory.provider
+        assert isinstance(provider, RayProvider)
+        lost = factory.base_urls[0]
+        assert a.env.unwrapped.base_url == c.env.unwrapped.base_url == lost
+        ray.kill(provider.actors[0], no_restart=True)
+        assert wait_until(lambda: not provider.alive(0))
+        # a's episode ends truncated; the server comes back on a new port
+        assert "The episode is over" in a.guess("crane")
+        assert a.done
+        assert a.trajectory[-1].truncated
+        assert a.trajectory[-1].info["server_lost"] is True
+        fresh = factory.base_urls[0]
+        assert fresh != lost
+        assert provider.servers[0].url == fresh
+        assert provider.alive(0)
+        # server 1 was not disturbed
+        assert "Feedback" in b.guess("crane")
+        assert history(b) == ["crane"]
+        # c lost its session too, and finds the new server instead of restarting it again
+        assert "The episode is over" in c.guess("slate")
+        assert c.trajectory[-1].info["server_lost"] is True
+        assert factory.base_urls[0] == fresh
+        assert [server.name.endswith("-r1/0") for server in provider.servers] == [True, False]
+        # new episodes and new instances play on the restarted server
+        a.reset(seed=2)
+        a.guess("crane")
+        assert a.env.unwrapped.base_url == fresh
+        assert history(a) == ["crane"]
+        names = [server.name for server in provider.servers]
+    finally:
+        factory.close()
+    assert wait_until(lambda: not set(names) & set(server_actors()))
 
 
 RANK = textwrap.dedent(
