@@ -128,3 +128,13 @@ def test_envs_json(capsys):
         "action": "Text(1, 4096, printable ASCII)",
         "observation": "Text(0, 4096, printable ASCII)",
     }
+
+
+def test_docs_cli_shows_what_envs_prints(capsys):
+    """docs/cli.md's sample is the real output (so it cannot drift)."""
+    from pathlib import Path
+
+    assert main(["envs"]) == 0
+    out = capsys.readouterr().out
+    page = (Path(__file__).parents[2] / "docs" / "cli.md").read_text()
+    assert f"```console\n$ openenv-gym envs\n{out}```" in page
