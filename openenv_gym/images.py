@@ -1,27 +1,34 @@
 """``openenv-gym images build``: the wheelhouse and the Docker images of our servers.
 
 The wheelhouse (``pip wheel`` of the project and its dependencies, on the host) is the only
-source of packages inside ``docker build``, which never reaches a package index. The image
+source of packages inside ``docker build``, which never reaches a package index. Its
+openenv-gym wheel is built from this checkout when openenv-gym is installed from one (``pip
+install -e .``), else packed from the installed distribution itself (:func:`installed_wheel`),
+so the image runs the version that built it, never one fetched from an index. The image
 is ``servers/Dockerfile`` (shipped as ``openenv_gym_servers/Dockerfile``) built once per
 server with ``--build-arg SERVER=NAME``, tagged :func:`~openenv_gym.providers.docker.image_name`.
 """
 
 from __future__ import annotations
 
+import base64
+import hashlib
 import io
 import logging
 import subprocess
 import sys
 import tarfile
+import tempfile
+import zipfile
 from collections.abc import Sequence
-from importlib import resources
+from importlib import metadata, resources
 from pathlib import Path
 
 from openenv_gym._version import __version__
 from openenv_gym.exceptions import ConfigurationError, ProviderError
 from openenv_gym.providers.docker import docker_client, image_name
 
-__all__ = ["SERVERS", "build_images", "build_wheelhouse"]
+__all__ = ["SERVERS", "build_images", "build_wheelhouse", "installed_wheel"]
 
 logger = logging.getLogger("openenv_gym.images")
 
@@ -38,6 +45,72 @@ def _source_dir() -> Path | None:
     return None
 
 
+# written by the installer, not part of the wheel (RECORD is written anew)
+_INSTALLER_FILES = frozenset({"INSTALLER", "REQUESTED", "direct_url.json", "RECORD"})
+
+
+def _record_hash(data: bytes) -> str:
+    digest = base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=")
+    return f"sha256={digest.decode('ascii')}"
+
+
+def installed_wheel(directory: Path) -> Path:
+    """Pack the installed openenv-gym distribution into a wheel in ``directory``.
+
+    The wheel holds the files its ``RECORD`` lists under site-packages (the packages and the
+    ``.dist-info`` metadata, which carries the entry points): console scripts and byte code
+    are left out, as are the installer's own files (``INSTALLER``, ``REQUESTED``,
+    ``direct_url.json``); ``RECORD`` is written anew.
+
+    Returns:
+        The wheel, e.g. ``directory/openenv_gym-0.1.0-py3-none-any.whl``.
+
+    Raises:
+        ProviderError: openenv-gym is not installed as a distribution (no ``RECORD``), or a
+            file it lists is missing.
+    """
+    try:
+        dist = metadata.distribution("openenv-gym")
+    except metadata.PackageNotFoundError as exc:
+        raise ProviderError(
+            "openenv-gym is not installed as a distribution: pass a source tree or a wheel"
+        ) from exc
+    files = dist.files
+    wheel_meta = dist.read_text("WHEEL")
+    if not files or wheel_meta is None:
+        raise ProviderError("the installed openenv-gym has no RECORD or WHEEL to pack a wheel from")
+    tags = [
+        line.split(":", 1)[1].strip() for line in wheel_meta.splitlines() if line.startswith("Tag:")
+    ]
+    name = f"openenv_gym-{dist.version}-{tags[0] if tags else 'py3-none-any'}.whl"
+    directory.mkdir(parents=True, exist_ok=True)
+    target = directory / name
+    record: list[str] = []
+    dist_info = ""
+    with zipfile.ZipFile(target, "w", zipfile.ZIP_DEFLATED) as wheel:
+        for file in sorted(files, key=str):
+            parts = file.parts
+            if parts[0] == ".." or "__pycache__" in parts or file.suffix == ".pyc":
+                continue
+            if parts[0].endswith(".dist-info"):
+                dist_info = parts[0]
+                if file.name in _INSTALLER_FILES:
+                    continue
+            path = Path(str(dist.locate_file(file)))
+            try:
+                data = path.read_bytes()
+            except OSError as exc:
+                raise ProviderError(f"cannot pack the installed openenv-gym: {exc}") from exc
+            arcname = "/".join(parts)
+            wheel.writestr(arcname, data)
+            record.append(f"{arcname},{_record_hash(data)},{len(data)}")
+        if not dist_info:
+            raise ProviderError("the installed openenv-gym lists no .dist-info directory")
+        record.append(f"{dist_info}/RECORD,,")
+        wheel.writestr(f"{dist_info}/RECORD", "\n".join(record) + "\n")
+    return target
+
+
 def build_wheelhouse(
     wheelhouse: Path, *, source: str | None = None, extra: Sequence[str] = ()
 ) -> Path:
@@ -45,23 +118,25 @@ def build_wheelhouse(
 
     Args:
         wheelhouse: The directory to fill (created if missing).
-        source: What to build: a source tree or a requirement (default: this checkout if
-            installed from one, else ``openenv-gym==<this version>``).
+        source: What to build: a source tree, a wheel or a requirement (default: this
+            checkout if installed from one, else a wheel packed from the installed
+            distribution, :func:`installed_wheel`).
         extra: More requirements to put in the wheelhouse.
 
     Raises:
-        ProviderError: pip failed.
+        ProviderError: pip failed, or the installed distribution could not be packed.
     """
     wheelhouse.mkdir(parents=True, exist_ok=True)
-    if source is None:
-        tree = _source_dir()
-        source = str(tree) if tree is not None else f"openenv-gym=={__version__}"
-    command = [
-        sys.executable, "-m", "pip", "wheel", "--quiet", "--disable-pip-version-check",
-        "--wheel-dir", str(wheelhouse), source, *extra,
-    ]  # fmt: skip
-    logger.info("building the wheelhouse: %s", " ".join(command))
-    result = subprocess.run(command, capture_output=True, text=True, check=False)
+    with tempfile.TemporaryDirectory(prefix="openenv-gym-wheel-") as packed:
+        if source is None:
+            tree = _source_dir()
+            source = str(tree) if tree is not None else str(installed_wheel(Path(packed)))
+        command = [
+            sys.executable, "-m", "pip", "wheel", "--quiet", "--disable-pip-version-check",
+            "--wheel-dir", str(wheelhouse), source, *extra,
+        ]  # fmt: skip
+        logger.info("building the wheelhouse: %s", " ".join(command))
+        result = subprocess.run(command, capture_output=True, text=True, check=False)
     if result.returncode != 0:
         raise ProviderError(f"pip wheel failed ({result.returncode}):\n{result.stderr[-2000:]}")
     return wheelhouse
