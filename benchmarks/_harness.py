@@ -35,6 +35,8 @@ import traceback
 from collections.abc import Awaitable, Callable
 from typing import Any
 
+import numpy as np
+
 __all__ = [
     "ECHO_ACTION",
     "MIN_ROUNDS",
@@ -191,10 +193,11 @@ class RolloutBench:
 
 
 def percentile(values: list[float], q: float) -> float:
-    """Nearest-rank percentile (``q`` in [0, 1]) of a non-empty list."""
-    ordered = sorted(values)
-    k = min(len(ordered) - 1, max(0, round(q * (len(ordered) - 1))))
-    return ordered[k]
+    """The ``q`` quantile (``q`` in [0, 1]) of a non-empty list: a measured value, never
+    an interpolated one (numpy's ``nearest`` method: the sorted sample at index
+    ``round(q * (n - 1))``, as every earlier run computed it).
+    """
+    return float(np.quantile(values, q, method="nearest"))
 
 
 class _Channel:

@@ -2,7 +2,8 @@
 
     python benchmarks/plot.py benchmarks/results/<run>.jsonl      # writes <run>.png
 
-Needs matplotlib (the ``bench`` extra); without it :func:`plot` says so and returns False.
+Needs matplotlib (the ``bench`` extra); without it :func:`plot` says so and returns False,
+and the command exits with status 1.
 """
 
 from __future__ import annotations
@@ -44,6 +45,7 @@ def plot(rows: Sequence[dict[str, Any]], path: str, *, title: str = "") -> bool:
     summary = cells(rows)
     envs = sorted({k[1] for k in summary if k[0] in STYLE and k[1] != "raw"})
     if not envs:
+        print(f"plot skipped: no rows of methods {', '.join(STYLE)} to plot", file=sys.stderr)
         return False
     fig, axes = plt.subplots(2, len(envs), figsize=(6 * len(envs), 8.5), squeeze=False)
     all_ns = sorted({k[2] for k in summary if k[0] in STYLE})
@@ -86,15 +88,18 @@ def plot(rows: Sequence[dict[str, Any]], path: str, *, title: str = "") -> bool:
     return True
 
 
-def main() -> None:
+def main(argv: Sequence[str] | None = None) -> int:
+    """Plot one results file; the exit status is 1 when no PNG was written."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("results", help="a results .jsonl file")
     parser.add_argument("--out", help="PNG path (default: next to the results)")
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
     out = args.out or os.path.splitext(args.results)[0] + ".png"
-    if plot(load_rows(args.results), out, title=os.path.basename(args.results)):
-        print(out)
+    if not plot(load_rows(args.results), out, title=os.path.basename(args.results)):
+        return 1
+    print(out)
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())
