@@ -12,6 +12,7 @@ server with ``--build-arg SERVER=NAME``, tagged :func:`~openenv_gym.providers.do
 from __future__ import annotations
 
 import base64
+import collections
 import hashlib
 import io
 import logging
@@ -23,10 +24,14 @@ import zipfile
 from collections.abc import Sequence
 from importlib import metadata, resources
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from openenv_gym._version import __version__
 from openenv_gym.exceptions import ConfigurationError, ProviderError
 from openenv_gym.providers.docker import docker_client, image_name
+
+if TYPE_CHECKING:
+    import docker
 
 __all__ = ["SERVERS", "build_images", "build_wheelhouse", "installed_wheel"]
 
@@ -132,14 +137,51 @@ def build_wheelhouse(
             tree = _source_dir()
             source = str(tree) if tree is not None else str(installed_wheel(Path(packed)))
         command = [
-            sys.executable, "-m", "pip", "wheel", "--quiet", "--disable-pip-version-check",
+            sys.executable, "-m", "pip", "wheel", "--disable-pip-version-check",
             "--wheel-dir", str(wheelhouse), source, *extra,
         ]  # fmt: skip
         logger.info("building the wheelhouse: %s", " ".join(command))
-        result = subprocess.run(command, capture_output=True, text=True, check=False)
-    if result.returncode != 0:
-        raise ProviderError(f"pip wheel failed ({result.returncode}):\n{result.stderr[-2000:]}")
+        status, tail = _run_logged(command, "pip")
+    if status != 0:
+        raise ProviderError(f"pip wheel failed ({status}):\n{tail}")
     return wheelhouse
+
+
+def _run_logged(command: list[str], prefix: str) -> tuple[int, str]:
+    """Run ``command``, logging each line of its output at INFO as it comes.
+
+    Returns:
+        The exit status and the last 40 lines of output (for an error message).
+    """
+    tail: collections.deque[str] = collections.deque(maxlen=40)
+    with subprocess.Popen(
+        command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, errors="replace"
+    ) as process:
+        assert process.stdout is not None
+        for line in process.stdout:
+            line = line.rstrip()
+            if line:
+                tail.append(line)
+                logger.info("%s: %s", prefix, line)
+    return process.returncode, "\n".join(tail)
+
+
+def _stream_build(client: docker.DockerClient, tag: str, **build: Any) -> None:
+    """``docker build`` through the low-level API, logging docker's lines as they come.
+
+    Raises:
+        ProviderError: The build failed; the message ends with its last log lines.
+    """
+    tail: collections.deque[str] = collections.deque(maxlen=40)
+    for chunk in client.api.build(tag=tag, decode=True, **build):
+        text = str(chunk.get("stream", "") or chunk.get("status", "")).rstrip()
+        for line in text.splitlines():
+            if line.strip():
+                tail.append(line)
+                logger.info("%s: %s", tag, line)
+        if "error" in chunk or "errorDetail" in chunk:
+            detail = chunk.get("errorDetail", {}).get("message") or chunk.get("error")
+            raise ProviderError(f"building {tag} failed: {detail}\n" + "\n".join(tail))
 
 
 def _context(wheelhouse: Path, dockerfile: bytes) -> io.BytesIO:
@@ -190,18 +232,16 @@ def build_images(
             buildargs["BASE_IMAGE"] = base_image
         logger.info("building %s", tag)
         try:
-            client.images.build(
+            _stream_build(
+                client,
+                tag,
                 fileobj=_context(wheelhouse, dockerfile),
                 custom_context=True,
-                tag=tag,
                 buildargs=buildargs,
                 rm=True,
                 forcerm=True,
                 labels={"openenv-gym.server": name, "openenv-gym.version": __version__},
             )
-        except docker.errors.BuildError as exc:
-            log = "".join(str(chunk.get("stream", "")) for chunk in exc.build_log)[-3000:]
-            raise ProviderError(f"building {tag} failed: {exc}\n{log}") from exc
         except docker.errors.DockerException as exc:
             raise ProviderError(f"building {tag} failed: {exc}") from exc
         tags.append(tag)
