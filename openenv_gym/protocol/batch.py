@@ -941,14 +941,8 @@ class BatchServer:
 
         Any frame is either turned into one request event or answered with an error frame.
         """
-        max_slots = self.max_slots
-        if max_slots is not None and len(data) > _PRESCAN and self.state is ConnectionState.OPEN:
-            refused = _too_many_slots_early(data, max_slots, self._pending)
-            if refused is not None:  # answered from the headers: the slots are never decoded
-                refused_id, error = refused
-                code = FrameErrorCode.INVALID_REQUEST
-                self._queue({"op": "error", "id": refused_id, "code": code.value, "message": error})
-                return
+        if len(data) > _PRESCAN and self._refused_early(data):
+            return  # answered from the headers: the slots are never decoded
         rid: int | None = None
         code = FrameErrorCode.INVALID_FRAME
         try:
@@ -966,6 +960,36 @@ class BatchServer:
             self._pending[rid] = (event.op, event.slots)
             self._busy.update(event.slots)
         self._events.append(event)
+
+    def receive_head(self, head: bytes, size: int) -> bool:
+        """The first bytes of a frame of ``size`` bytes whose rest has not been read yet.
+
+        A frame over 64 KiB naming more than ``max_slots`` slots is refused from its first
+        entries (section 3.8); ``head`` needs the bytes up to the ``slots`` array's header
+        (the first 64 KiB are always enough for a frame as clients write it). Next:
+        :meth:`data_to_send`.
+
+        Returns:
+            True: the frame is answered (an ``INVALID_REQUEST`` error frame is queued); drop
+            the rest of it, never feed it to :meth:`receive_data`. False: nothing happened;
+            feed the whole frame to :meth:`receive_data` once it is read.
+        """
+        if size <= _PRESCAN or size > self.max_frame:
+            return False
+        return self._refused_early(head)
+
+    def _refused_early(self, data: bytes | str) -> bool:
+        """Refuse a frame naming too many slots from its headers (queue the error frame)."""
+        max_slots = self.max_slots
+        if max_slots is None or self.state is not ConnectionState.OPEN:
+            return False
+        refused = _too_many_slots_early(data, max_slots, self._pending)
+        if refused is None:
+            return False
+        refused_id, error = refused
+        code = FrameErrorCode.INVALID_REQUEST
+        self._queue({"op": "error", "id": refused_id, "code": code.value, "message": error})
+        return True
 
     def _request_id(self, message: dict[Any, Any]) -> int:
         rid = _check_id(message.get("id"))

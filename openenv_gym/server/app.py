@@ -618,6 +618,16 @@ class _BatchChannel:
         """A text frame that is not UTF-8: refused as any text frame (``INVALID_FRAME``)."""
         self.on_message(data.decode(errors="replace"))
 
+    def on_message_head(self, head: bytes, size: int) -> bool:
+        """A large frame's first bytes: True if it names too many slots (refused, 3.8).
+
+        The connection then drops the rest of the frame unread (never buffered).
+        """
+        if not self.conn.receive_head(head, size):
+            return False
+        self._flush()
+        return True
+
     def on_message(self, message: bytes | str) -> None:
         """Parse a frame; answer its request now if it is small and nothing waits."""
         conn = self.conn

@@ -50,8 +50,14 @@ from websockets.extensions.permessage_deflate import ServerPerMessageDeflateFact
 from websockets.frames import CloseCode, Frame, Opcode
 from websockets.http11 import Request as WsRequest
 from websockets.http11 import Response as WsResponse
+from websockets.protocol import State
 from websockets.server import ServerProtocol
 from websockets.typing import Subprotocol
+
+try:
+    from websockets.speedups import apply_mask
+except ImportError:  # pragma: no cover - websockets built without its C extension
+    from websockets.utils import apply_mask
 
 __all__ = [
     "App",
@@ -67,6 +73,14 @@ __all__ = [
 logger = logging.getLogger("openenv_gym.server")
 
 _MAX_HEAD = 16 * 1024
+
+MESSAGE_HEAD = 64 * 1024
+"""WebSocket messages larger than this are read by the connection itself, as they arrive.
+
+websockets' parser buffers a frame whole, then copies and unmasks it in one go; a data
+frame over this size (unfragmented, uncompressed, within ``max_frame``) is instead
+unmasked chunk by chunk as it is read, so no read costs more than its own bytes, and it
+may be answered from its first ``MESSAGE_HEAD`` bytes (``Channel.on_message_head``)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -184,7 +198,14 @@ class Socket(Protocol):
 
 
 class Channel(Protocol):
-    """One WebSocket's messages, handled by the app."""
+    """One WebSocket's messages, handled by the app.
+
+    A channel may also have ``on_message_head(head: bytes, size: int) -> bool``: called
+    when the first :data:`MESSAGE_HEAD` bytes of a binary message of ``size`` bytes
+    (larger than that) have arrived. True means the channel has answered the message from
+    them: the rest of it is read and dropped as it arrives (never buffered, never
+    unmasked) and ``on_message`` is not called for it.
+    """
 
     def on_message(self, message: bytes | str) -> None:
         """A whole message arrived (bytes: binary frame, str: text frame)."""
@@ -275,6 +296,11 @@ class _Connection(asyncio.Protocol):
         self._channel: Channel | None = None
         self._fragments: list[bytes] = []
         self._fragment_text = False
+        # the receive path splits the peer's bytes at frame boundaries (see _ws_data)
+        self._rx_cut = b""  # the start of a frame header, cut by the end of a read
+        self._rx_pass = 0  # bytes of the current frame still to give websockets' parser
+        self._rx_fragmented = False  # a fragmented message is under way
+        self._rx_message: _LargeMessage | None = None  # a large message read here
         self._timer: asyncio.TimerHandle | None = None
         self._ping_timer: asyncio.TimerHandle | None = None
         self._ping_waiter: bytes | None = None
@@ -531,8 +557,10 @@ class _Connection(asyncio.Protocol):
             extensions=[ServerPerMessageDeflateFactory()] if self.limits.compression else None,
         )
         self._ws = protocol
-        raw, self._buffer = bytes(self._buffer), bytearray()
-        protocol.receive_data(raw)
+        # the head only: frames sent right behind it go through _ws_data once open
+        head, rest = bytes(self._buffer[:head_end]), bytes(self._buffer[head_end:])
+        self._buffer = bytearray()
+        protocol.receive_data(head)
         events = protocol.events_received()
         if not events or not isinstance(events[0], WsRequest):  # cannot happen: h11 read it
             self.abort()
@@ -549,10 +577,118 @@ class _Connection(asyncio.Protocol):
         self._schedule_ping()
         self._channel = make_channel(_Socket(self))
         self._flush_ws()
-        self._handle_frames(events[1:])
+        if rest and not self._closed:
+            self._ws_data(rest)
 
     # ------------------------------------------------------------------ WebSocket
     def _ws_data(self, data: bytes) -> None:
+        """Give websockets' parser the peer's bytes, except large data frames (read here).
+
+        The bytes are split at frame boundaries; frames before a large one are handled
+        before it, so messages keep their order. See :data:`MESSAGE_HEAD`.
+        """
+        if self._rx_pass >= len(data) and self._rx_message is None:  # inside a frame
+            self._rx_pass -= len(data)
+            self._ws_frames(data)
+            return
+        if self._rx_cut:
+            data, self._rx_cut = self._rx_cut + data, b""
+        view = memoryview(data)
+        end = len(data)
+        pos = run = 0  # bytes from `run` to `pos` are websockets', not given yet
+        while pos < end:
+            message = self._rx_message
+            if message is not None:
+                n = min(message.left, end - pos)
+                message.take(view[pos : pos + n])
+                pos = run = pos + n
+                if not message.asked and message.got >= MESSAGE_HEAD:
+                    self._offer_head(message)
+                if message.left == 0:
+                    self._rx_message = None
+                    self._end_message(message)
+                if self._closed:
+                    return
+                continue
+            if self._rx_pass:
+                n = min(self._rx_pass, end - pos)
+                self._rx_pass -= n
+                pos += n
+                continue
+            header = _frame_header(view, pos)
+            if header is None:  # cut by the end of this read: wait for the rest
+                self._rx_cut = bytes(view[pos:])
+                end = pos
+                break
+            first, length, size, mask = header
+            opcode = first & 0x0F
+            if (
+                first & 0xF0 == 0x80  # final, no extension bits (not compressed)
+                and opcode in (Opcode.TEXT.value, Opcode.BINARY.value)
+                and mask
+                and MESSAGE_HEAD < length <= self.limits.max_frame
+                and not self._rx_fragmented
+            ):
+                if run < pos:  # what came before first, and the protocol's state is current
+                    self._ws_frames(bytes(view[run:pos]) if run or pos < len(data) else data)
+                    run = pos
+                protocol = self._ws
+                if self._closed or protocol is None:
+                    return
+                if protocol.state is State.OPEN and self._channel is not None:
+                    text = opcode == Opcode.TEXT.value
+                    self._rx_message = _LargeMessage(length, mask, text)
+                    pos = run = pos + size
+                    continue
+            if opcode in (Opcode.TEXT.value, Opcode.BINARY.value):
+                self._rx_fragmented = not first & 0x80
+            elif opcode == Opcode.CONT.value and first & 0x80:
+                self._rx_fragmented = False
+            self._rx_pass = length
+            pos += size
+        if run < end:
+            self._ws_frames(bytes(view[run:end]) if run or end < len(data) else data)
+
+    def _offer_head(self, message: _LargeMessage) -> None:
+        """The message's first bytes have arrived: may the channel answer from them?"""
+        message.asked = True
+        hook = getattr(self._channel, "on_message_head", None)
+        if hook is None:
+            return
+        whole = b"".join(message.parts)
+        message.parts = [whole]
+        try:
+            answered = hook(whole[:MESSAGE_HEAD], message.size)
+        except Exception:
+            logger.exception("a channel failed on a message's first bytes")
+            self.close_ws(CloseCode.INTERNAL_ERROR, "internal error")
+            return
+        if answered:
+            message.drop()
+            self._arm(self.limits.idle_timeout, self._idle_expired)
+            logger.debug(
+                "message of %d bytes answered from its first %d bytes, %.3f ms after its "
+                "first bytes were read; dropping the rest",
+                message.size,
+                message.got,
+                (time.perf_counter() - message.started) * 1e3,
+            )
+
+    def _end_message(self, message: _LargeMessage) -> None:
+        """A large message is read: deliver it, unless it was answered from its head."""
+        if message.dropping:
+            logger.debug(
+                "dropped the rest of a message of %d bytes, %.3f ms after its first bytes",
+                message.size,
+                (time.perf_counter() - message.started) * 1e3,
+            )
+            return
+        parts, message.parts = message.parts, []
+        self._deliver(parts[0] if len(parts) == 1 else b"".join(parts), message.text)
+        self._flush_ws()
+
+    def _ws_frames(self, data: bytes) -> None:
+        """Feed websockets' parser; handle the frames it completes."""
         protocol = self._ws
         assert protocol is not None
         protocol.receive_data(data)
@@ -708,6 +844,66 @@ class _Socket:
 
     def resume_reading(self) -> None:
         self._connection.resume_reading("channel")
+
+
+class _LargeMessage:
+    """A data frame over :data:`MESSAGE_HEAD` bytes, read by the connection itself."""
+
+    __slots__ = ("asked", "dropping", "got", "left", "mask", "parts", "size", "started", "text")
+
+    def __init__(self, size: int, mask: bytes, text: bool) -> None:
+        self.size = self.left = size
+        self.mask = mask
+        self.text = text
+        self.got = 0  # payload bytes kept
+        self.parts: list[bytes] = []  # the unmasked payload so far
+        self.asked = text  # only binary messages are offered to on_message_head
+        self.dropping = False
+        self.started = time.perf_counter()
+
+    def take(self, chunk: memoryview) -> None:
+        """The next bytes of the payload: unmasked and kept, or dropped."""
+        self.left -= len(chunk)
+        if self.dropping:
+            return
+        k = self.got % 4
+        self.parts.append(apply_mask(chunk, self.mask[k:] + self.mask[:k]))
+        self.got += len(chunk)
+
+    def drop(self) -> None:
+        """Keep nothing more (the message was answered from its head)."""
+        self.dropping = True
+        self.parts = []
+
+
+def _frame_header(data: memoryview, pos: int) -> tuple[int, int, int, bytes] | None:
+    """The frame at ``pos``: (first byte, payload length, header length, mask); None if cut.
+
+    The mask is ``b""`` for an unmasked frame (which websockets' parser refuses).
+    """
+    available = len(data) - pos
+    if available < 2:
+        return None
+    first, second = data[pos], data[pos + 1]
+    length = second & 0x7F
+    at = pos + 2
+    if length == 126:
+        if available < 4:
+            return None
+        length = int.from_bytes(data[at : at + 2], "big")
+        at += 2
+    elif length == 127:
+        if available < 10:
+            return None
+        length = int.from_bytes(data[at : at + 8], "big")
+        at += 8
+    mask = b""
+    if second & 0x80:
+        if len(data) < at + 4:
+            return None
+        mask = bytes(data[at : at + 4])
+        at += 4
+    return first, length, at - pos, mask
 
 
 # ----------------------------------------------------------------------------- HTTP

@@ -480,6 +480,60 @@ class Steppers:
         ]
 
 
+def test_request_naming_too_many_slots_is_refused_from_its_first_bytes(env_server):
+    """Issue 11, 1 (3.8): the refusal arrives while the frame is still being sent (the
+    server answered from its first 64 KiB, before the rest was read); the rest is dropped
+    as it arrives, the connection goes on, and other sessions step correctly meanwhile."""
+    server = env_server(max_request_slots=64)
+    port = server.server.port
+    frame = masked(
+        Opcode.BINARY, encode_frame({"op": "state", "id": 7, "slots": list(range(300_000))})
+    )
+    assert len(frame) > 16 * 64 * 1024
+    with contextlib.ExitStack() as stack:
+        attacker = stack.enter_context(
+            raw_upgrade(port, "/batch", f"Sec-WebSocket-Protocol: {SUBPROTOCOL}")
+        )
+        other = stack.enter_context(batch(server.ws("/batch")))
+        steps = Requests(other)
+        steps("open", [0, 1])
+        json_session = stack.enter_context(ws(server.ws()))
+        attacker.sendall(masked(Opcode.BINARY, encode_frame({"op": "hello", "id": 0})))
+        attacker.sendall(masked(Opcode.BINARY, encode_frame({"op": "open", "id": 1, "slots": [0]})))
+        assert decode_frame(read_frame(attacker))["op"] == "error"  # hello without versions
+        assert decode_frame(read_frame(attacker))["code"] == "INVALID_REQUEST"  # before hello
+        attacker.sendall(
+            masked(Opcode.BINARY, encode_frame({"op": "hello", "id": 0, "versions": [1]}))
+        )
+        assert decode_frame(read_frame(attacker))["op"] == "hello"
+        attacker.sendall(frame[: 2 * 64 * 1024])  # an eighth of it
+        reply = decode_frame(read_frame(attacker))
+        assert reply == {
+            "op": "error",
+            "id": 7,
+            "code": "INVALID_REQUEST",
+            "message": "state names 300000 slots; this server takes at most 64 per request",
+        }
+        sent = 2 * 64 * 1024
+        for k in range(8):  # the rest, while the others step
+            message = f"m{k}"
+            got = steps("step", [0, 1], [{"message": message}, {"message": message * 2}])
+            assert [o["echoed"] for o in got["obs"]] == [message, message * 2]
+            answer = ask(json_session, json.dumps({"type": "step", "data": {"message": message}}))
+            assert answer["data"]["observation"]["echoed"] == message
+            end = sent + (len(frame) - sent) // (8 - k)
+            attacker.sendall(frame[sent:end])
+            sent = end
+        assert sent == len(frame)
+        attacker.sendall(masked(Opcode.BINARY, encode_frame({"op": "open", "id": 8, "slots": [5]})))
+        assert decode_frame(read_frame(attacker)) == {"op": "open", "id": 8}  # still in step
+        attacker.sendall(
+            masked(Opcode.BINARY, encode_frame({"op": "state", "id": 7, "slots": [5]}))
+        )
+        assert decode_frame(read_frame(attacker))["state"][0]["step_count"] == 0
+    assert server.server.wait_active(0)
+
+
 @pytest.mark.integration
 @pytest.mark.slow
 def test_three_million_slot_request_is_refused_at_once_and_others_keep_stepping(cli_server):

@@ -1085,6 +1085,45 @@ def test_server_before_hello_large_frames_are_decoded_as_usual() -> None:
     assert (reply["id"], reply["message"]) == (4, "state before hello")
 
 
+def test_server_refuses_from_the_head_of_a_frame_not_yet_read() -> None:
+    """3.8: the first 64 KiB of a frame (a connection reading it as it arrives) suffice."""
+    server = _limited_server()
+    frame = pack({"op": "state", "id": 9, "slots": list(range(BIG))})
+    assert server.receive_head(frame[: 64 * 1024], len(frame)) is True
+    assert server.events_received() == []
+    reply = unpack(server.data_to_send()[0])
+    assert (reply["op"], reply["id"], reply["code"]) == ("error", 9, "INVALID_REQUEST")
+    assert reply["message"] == f"state names {BIG} slots; this server takes at most 8 per request"
+    server.receive_data(pack({"op": "state", "id": 9, "slots": [0, 1]}))  # id 9 is free
+    assert [e.request_id for e in server.events_received()] == [9]
+
+
+@pytest.mark.parametrize(
+    ("head", "size", "max_slots", "hello"),
+    [
+        pytest.param(b"", 64 * 1024, 8, True, id="not-over-64KiB"),
+        pytest.param(b"", DEFAULT_MAX_FRAME + 1, 8, True, id="over-max-frame"),
+        pytest.param(None, 0, None, True, id="no-limit"),
+        pytest.param(None, 0, 8, False, id="before-hello"),
+        pytest.param(b"cut", 0, 8, True, id="slots-not-in-head"),
+    ],
+)
+def test_server_head_it_cannot_decide_from_changes_nothing(
+    head: bytes | None, size: int, max_slots: int | None, hello: bool
+) -> None:
+    """False: the whole frame goes to receive_data as usual; nothing is queued."""
+    frame = pack({"op": "state", "id": 9, "pad": "x" * 10, "slots": list(range(BIG))})
+    if head is None:
+        head = frame[: 64 * 1024]
+    elif head == b"cut":
+        head = frame[: frame.index(b"slots")]
+    server = _limited_server() if hello else BatchServer(max_slots=8)
+    server.max_slots = max_slots
+    assert server.receive_head(head, size or len(frame)) is False
+    assert server.data_to_send() == []
+    assert server.events_received() == []
+
+
 def test_server_counts_slots_before_checking_each() -> None:
     """3.8: a small frame over the limit is refused by its length, items unchecked."""
     server = _limited_server(max_slots=2)
