@@ -93,14 +93,21 @@ def test_json_transcript_matches_the_sessions() -> None:
     client.send_reset(seed=1, episode_id="ep-42")
     exchange(
         lambda s: s.send_observation(
-            {"echoed_message": "", "metadata": {"status": "ready"}},
-            None,
+            {"metadata": {}, "echoed_message": "Echo environment ready!", "message_length": 0},
+            0.0,
             False,
-            {"status": "ready"},
         )
     )
     client.send_step({"message": "hi"})
-    exchange(lambda s: s.send_observation({"echoed_message": "hi"}, 0.2, False))
+    step_metadata = {"original_message": "hi", "step": 1}
+    exchange(
+        lambda s: s.send_observation(
+            {"metadata": step_metadata, "echoed_message": "hi", "message_length": 2},
+            0.2,
+            False,
+            step_metadata,
+        )
+    )
     client.send_state()
     exchange(lambda s: s.send_state({"episode_id": "ep-42", "step_count": 1}))
     client.send_close()
