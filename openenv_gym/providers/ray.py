@@ -34,7 +34,7 @@ import uuid
 import weakref
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 
 from openenv_gym._http import get_json
 from openenv_gym.config import env_float
@@ -44,6 +44,7 @@ from openenv_gym.providers.base import Provider
 __all__ = [
     "NAMESPACE",
     "PLACEMENTS",
+    "Placement",
     "RayProvider",
     "RayServer",
     "ServerActor",
@@ -64,6 +65,9 @@ PLACEMENTS: dict[str, str] = {
     "strict-pack": "STRICT_PACK",
 }
 """``placement=`` values and the Ray placement-group strategy of each."""
+
+Placement = Literal["spread", "pack", "strict-spread", "strict-pack"]
+"""The keys of :data:`PLACEMENTS` (``None``: no placement group)."""
 
 _INSTALL_HINT = "the ray provider needs Ray: pip install 'openenv-gym[ray]'"
 _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,62}")
@@ -482,7 +486,7 @@ class RayProvider(Provider):
         server: str | None = None,
         *,
         num_servers: int = 1,
-        placement: str | None = "spread",
+        placement: Placement | None = "spread",
         num_cpus: float = 1.0,
         resources: Mapping[str, float] | None = None,
         runtime_env: Mapping[str, Any] | None = None,
@@ -676,7 +680,7 @@ def pool_up(
     server: str,
     *,
     num_servers: int = 1,
-    placement: str | None = "spread",
+    placement: Placement | None = "spread",
     num_cpus: float = 1.0,
     resources: Mapping[str, float] | None = None,
     runtime_env: Mapping[str, Any] | None = None,

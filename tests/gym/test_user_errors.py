@@ -273,3 +273,28 @@ def test_with_make_closes_the_env_and_its_server():
         env.reset()
     assert process is not None
     assert process.wait(10) is not None
+
+
+# ------------------------------------------------------------------ Literal types
+
+
+def test_string_options_are_literal_types_listing_what_is_accepted():
+    import typing
+
+    from openenv_gym.config import AutoresetModeName, OnServerLoss, ProtocolName
+    from openenv_gym.env import ON_SERVER_LOSS
+    from openenv_gym.providers.ray import PLACEMENTS, Placement, RayProvider
+    from openenv_gym.transport.session import Protocol
+
+    assert set(typing.get_args(ProtocolName)) == set(typing.get_args(Protocol))
+    assert set(typing.get_args(OnServerLoss)) == set(ON_SERVER_LOSS)
+    assert set(typing.get_args(Placement)) == set(PLACEMENTS)
+    for name in typing.get_args(AutoresetModeName):
+        assert isinstance(parse_autoreset_mode(name), AutoresetMode)
+    for cls in (OpenEnvEnv, OpenEnvVectorEnv):
+        hints = typing.get_type_hints(cls.__init__)
+        assert hints["protocol"] == ProtocolName | None
+        assert hints["on_server_loss"] == OnServerLoss
+    hints = typing.get_type_hints(OpenEnvVectorEnv.__init__)
+    assert hints["autoreset_mode"] == AutoresetMode | AutoresetModeName
+    assert typing.get_type_hints(RayProvider.__init__)["placement"] == Placement | None
