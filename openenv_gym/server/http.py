@@ -684,7 +684,19 @@ class _Connection(asyncio.Protocol):
             )
             return
         parts, message.parts = message.parts, []
-        self._deliver(parts[0] if len(parts) == 1 else b"".join(parts), message.text)
+        data = parts[0] if len(parts) == 1 else b"".join(parts)
+        parts.clear()
+        if message.text:  # decoded here, so that its bytes are gone while it is handled
+            try:
+                decoded = data.decode()
+            except UnicodeDecodeError:
+                pass
+            else:
+                del data
+                self._deliver(decoded, True)
+                self._flush_ws()
+                return
+        self._deliver(data, message.text)
         self._flush_ws()
 
     def _ws_frames(self, data: bytes) -> None:
@@ -722,13 +734,14 @@ class _Connection(asyncio.Protocol):
         if self._ws is not None and self._ws.close_expected():
             self._flush_ws()
 
-    def _deliver(self, data: bytes, text: bool) -> None:
+    def _deliver(self, data: bytes | str, text: bool) -> None:
+        """Hand a whole message to the channel (``data`` may be text already decoded)."""
         self._arm(self.limits.idle_timeout, self._idle_expired)
         channel = self._channel
         if channel is None:
             return
         try:
-            if not text:
+            if not text or isinstance(data, str):
                 channel.on_message(data)
                 return
             try:
