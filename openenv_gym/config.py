@@ -24,6 +24,7 @@ __all__ = [
     "ProtocolName",
     "Timeouts",
     "check_count",
+    "check_seconds",
     "env_count",
     "env_flag",
     "env_float",
@@ -160,6 +161,22 @@ def check_count(value: Any, name: str, *, optional: bool = True) -> int | None:
     return int(value)
 
 
+def check_seconds(value: Any, name: str) -> float | None:
+    """``value`` if it is a number of seconds > 0, or None.
+
+    >>> check_seconds(2, "start_timeout"), check_seconds(None, "start_timeout")
+    (2.0, None)
+
+    Raises:
+        ConfigurationError: Not a finite number > 0 (``bool`` and strings included).
+    """
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int | float) or not 0 < value < math.inf:
+        raise ConfigurationError(f"{name} must be a number of seconds > 0, or None; got {value!r}")
+    return float(value)
+
+
 def env_flag(name: str) -> bool:
     """Read a boolean variable (``1``, ``true``, ``yes``, ``on``)."""
     return (env_str(name) or "").lower() in ("1", "true", "yes", "on")
@@ -217,13 +234,7 @@ class Timeouts:
 
     def __post_init__(self) -> None:
         for name in ("connect", "step", "close"):
-            value = getattr(self, name)
-            if value is None:
-                continue
-            if isinstance(value, bool) or not isinstance(value, int | float) or not value > 0:
-                raise ConfigurationError(
-                    f"timeout {name!r} must be a number of seconds > 0, or None; got {value!r}"
-                )
+            check_seconds(getattr(self, name), f"timeout {name!r}")
 
     @classmethod
     def of(cls, timeouts: Timeouts | Mapping[str, float | None] | None) -> Timeouts:

@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING, Any
 
 from openenv_gym._http import get_json
 from openenv_gym._version import __version__
-from openenv_gym.config import env_float, env_str
+from openenv_gym.config import check_seconds, env_float, env_str
 from openenv_gym.exceptions import (
     AuthenticationError,
     ConfigurationError,
@@ -145,7 +145,11 @@ class DockerProvider(Provider):
         self.num_containers = num_containers
         self.max_sessions = max_sessions
         self.container_port = container_port
-        self.start_timeout = start_timeout or env_float("OPENENV_GYM_START_TIMEOUT", 30.0) or 30.0
+        self.start_timeout = (
+            check_seconds(start_timeout, "start_timeout")
+            or env_float("OPENENV_GYM_START_TIMEOUT", 30.0)
+            or 30.0
+        )
         self.limits = {**DEFAULT_LIMITS, **dict(limits or {})}
         self.environment = dict(environment or {})
         self._token = (

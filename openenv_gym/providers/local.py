@@ -37,7 +37,7 @@ from collections.abc import Callable
 from typing import IO, Any
 
 from openenv_gym._http import get_json
-from openenv_gym.config import env_float, env_str
+from openenv_gym.config import check_seconds, env_float, env_str
 from openenv_gym.exceptions import (
     AuthenticationError,
     ConfigurationError,
@@ -338,7 +338,11 @@ class LocalProvider(Provider):
             raise ConfigurationError(f"num_servers must be a positive integer, got {num_servers!r}")
         self.server = server
         self.num_servers = num_servers
-        self.start_timeout = start_timeout or env_float("OPENENV_GYM_START_TIMEOUT", 30.0) or 30.0
+        self.start_timeout = (
+            check_seconds(start_timeout, "start_timeout")
+            or env_float("OPENENV_GYM_START_TIMEOUT", 30.0)
+            or 30.0
+        )
         self._token = token or env_str("OPENENV_GYM_TOKEN")
         self._python = python
         self._extra_args = extra_args

@@ -16,7 +16,14 @@ class UrlProvider(Provider):
     """
 
     def __init__(self, base_url: str | list[str]) -> None:
-        urls = [base_url] if isinstance(base_url, str) else list(base_url)
+        given: object = base_url  # checked: any value may come through make(base_url=...)
+        urls = (
+            [given]
+            if isinstance(given, str)
+            else list(given)
+            if isinstance(given, list | tuple)
+            else []
+        )
         if not urls or not all(isinstance(u, str) and u.strip() for u in urls):
             raise ConfigurationError(
                 f"base_url must be a non-empty URL or list of URLs, got {base_url!r}"

@@ -30,7 +30,7 @@ from openenv_gym.exceptions import (
     OpenEnvGymError,
     PendingCallError,
 )
-from openenv_gym.providers import LocalProvider, make_provider
+from openenv_gym.providers import DockerProvider, LocalProvider, UrlProvider, make_provider
 from openenv_gym.vector import OpenEnvVectorEnv
 
 gymnasium.register_envs(openenv_gym)
@@ -211,6 +211,22 @@ def test_bad_method_arguments_raise_typed_errors(servers):
         with pytest.raises(ArgumentTypeError, match="options must be a dict or None"):
             env.reset(options=5)
         env.reset(seed=7)
+
+
+@pytest.mark.parametrize(
+    "build",
+    [
+        lambda: LocalProvider("echo", start_timeout="30"),
+        lambda: LocalProvider("echo", start_timeout=-1),
+        lambda: DockerProvider("echo", start_timeout=0),
+        lambda: UrlProvider(5),
+        lambda: UrlProvider({"url": "http://127.0.0.1:1"}),
+    ],
+)
+def test_provider_arguments_raise_configuration_errors(build):
+    with pytest.raises(ConfigurationError) as info:
+        build()
+    assert "\n" not in str(info.value)
 
 
 def test_providers_and_check_server_raise_typed_errors():
