@@ -437,10 +437,10 @@ def main() -> None:
     rows.append(
         {
             "phase": "state-3M summary",
-            "refused_ms_median": statistics.median(refused),
+            "refused_ms_median": round(statistics.median(refused), 2),
             "refused_ms_max": max(refused),
             "round_trip_ms_max": max(r["round_trip_ms"] for r in state_rows),
-            "server_ms_median": statistics.median(server_ms) if server_ms else None,
+            "server_ms_median": round(statistics.median(server_ms), 3) if server_ms else None,
             "server_ms_max": max(server_ms) if server_ms else None,
             "all_invalid_request": all(r["code"] == "INVALID_REQUEST" for r in state_rows),
             "others_steps": len(during),
