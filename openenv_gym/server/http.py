@@ -587,10 +587,19 @@ class _Connection(asyncio.Protocol):
         The bytes are split at frame boundaries; frames before a large one are handled
         before it, so messages keep their order. See :data:`MESSAGE_HEAD`.
         """
-        if self._rx_pass >= len(data) and self._rx_message is None:  # inside a frame
-            self._rx_pass -= len(data)
-            self._ws_frames(data)
-            return
+        if self._rx_message is None:
+            if self._rx_pass >= len(data):  # inside a frame
+                self._rx_pass -= len(data)
+                self._ws_frames(data)
+                return
+            if not self._rx_pass and not self._rx_cut and _one_small_frame(data):
+                first = data[0]  # the usual read: one whole small masked frame
+                if first & 0x0F in (Opcode.TEXT.value, Opcode.BINARY.value):
+                    self._rx_fragmented = not first & 0x80
+                elif first & 0x8F == 0x80:  # a final continuation frame
+                    self._rx_fragmented = False
+                self._ws_frames(data)
+                return
         if self._rx_cut:
             data, self._rx_cut = self._rx_cut + data, b""
         view = memoryview(data)
@@ -887,6 +896,16 @@ class _LargeMessage:
         """Keep nothing more (the message was answered from its head)."""
         self.dropping = True
         self.parts = []
+
+
+def _one_small_frame(data: bytes) -> bool:
+    """Whether ``data`` is exactly one masked frame of at most 65,535 bytes of payload."""
+    if len(data) < 6 or not data[1] & 0x80:
+        return False
+    length = data[1] & 0x7F
+    if length < 126:
+        return len(data) == length + 6
+    return length == 126 and len(data) == int.from_bytes(data[2:4], "big") + 8
 
 
 def _frame_header(data: memoryview, pos: int) -> tuple[int, int, int, bytes] | None:

@@ -170,16 +170,28 @@ def test_large_frame_sent_with_the_upgrade_request(env_server):
         assert [o["echoed"] for o in reply(sock)["obs"]] == [BIG, "x"]
 
 
+@pytest.mark.parametrize("apart", [False, True], ids=["one-write", "fragment-by-fragment"])
 @pytest.mark.parametrize("cut", [4, -20], ids=["large-continuation", "large-first"])
-def test_fragmented_message_with_a_large_fragment_is_assembled(env_server, cut):
+def test_fragmented_message_with_a_large_fragment_is_assembled(env_server, cut, apart):
     """Fragments stay websockets' to assemble, however large (RFC 6455 5.4)."""
     server = env_server()
     payload = json_step(BIG)
+    fragments = [
+        masked(Opcode.TEXT, payload[:cut], fin=False),
+        masked(Opcode.PING, b"in between"),
+        masked(Opcode.CONT, payload[cut:]),
+    ]
     with upgrade(server.server.port, "/ws") as sock:
-        sock.sendall(
-            masked(Opcode.TEXT, payload[:cut], fin=False) + masked(Opcode.CONT, payload[cut:])
-        )
+        if apart:
+            for fragment in fragments:
+                sock.sendall(fragment)
+                time.sleep(0.02)
+        else:
+            sock.sendall(b"".join(fragments))
+        assert read_frame(sock) == (Opcode.PONG, b"in between")
         assert reply(sock)["data"]["observation"]["echoed"] == BIG
+        sock.sendall(masked(Opcode.TEXT, json_step(BIG[:-1])))  # a large one after them
+        assert reply(sock)["data"]["observation"]["echoed"] == BIG[:-1]
 
 
 def test_large_text_that_is_not_utf8_is_answered(env_server):
@@ -204,5 +216,22 @@ def test_unmasked_large_frame_fails_the_connection(env_server):
     server = env_server()
     with upgrade(server.server.port, "/ws") as sock:
         sock.sendall(Frame(Opcode.TEXT, json_step(BIG)).serialize(mask=False, extensions=[]))
+        opcode, payload = read_frame(sock)
+        assert (opcode, int.from_bytes(payload[:2], "big")) == (Opcode.CLOSE, 1002)
+
+
+@pytest.mark.parametrize("apart", [False, True], ids=["one-write", "frame-by-frame"])
+def test_large_new_message_inside_a_fragmented_one_fails_the_connection(env_server, apart):
+    """RFC 6455 5.4: a data frame while a fragmented message is under way is a protocol
+    error (1002), large or not: the connection layer leaves it to websockets' parser."""
+    server = env_server()
+    frames = [masked(Opcode.TEXT, b'{"type":', fin=False), masked(Opcode.TEXT, json_step(BIG))]
+    with upgrade(server.server.port, "/ws") as sock:
+        if apart:
+            for frame in frames:
+                sock.sendall(frame)
+                time.sleep(0.02)
+        else:
+            sock.sendall(b"".join(frames))
         opcode, payload = read_frame(sock)
         assert (opcode, int.from_bytes(payload[:2], "big")) == (Opcode.CLOSE, 1002)
