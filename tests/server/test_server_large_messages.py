@@ -235,3 +235,17 @@ def test_large_new_message_inside_a_fragmented_one_fails_the_connection(env_serv
             sock.sendall(b"".join(frames))
         opcode, payload = read_frame(sock)
         assert (opcode, int.from_bytes(payload[:2], "big")) == (Opcode.CLOSE, 1002)
+
+
+def test_large_compressed_messages_are_left_to_websockets(env_server):
+    """permessage-deflate: compressed frames (RSV1), however large once deflated, go to
+    websockets' parser to inflate; they arrive whole."""
+    from websockets.sync.client import connect
+
+    server = env_server(compression=True)
+    noise = base64.b64encode(os.urandom(150_000)).decode()  # still > 64 KiB deflated
+    with connect(server.ws(), compression="deflate", max_size=None, proxy=None) as conn:
+        assert conn.protocol.extensions  # negotiated
+        for message in (noise, BIG):
+            conn.send(json_step(message).decode())
+            assert json.loads(conn.recv(timeout=10))["data"]["observation"]["echoed"] == message
