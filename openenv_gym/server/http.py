@@ -407,6 +407,7 @@ class _Connection(asyncio.Protocol):
         if self._closed:
             return
         self._closed = True
+        self._rx_message = None  # what was read of a large message goes now
         for timer in (self._timer, self._ping_timer):
             if timer is not None:
                 timer.cancel()
