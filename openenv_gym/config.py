@@ -13,7 +13,6 @@ from dataclasses import dataclass, field, fields
 from typing import Any, Literal
 
 import numpy as np
-from gymnasium.vector import AutoresetMode
 
 from openenv_gym.exceptions import ArgumentTypeError, ConfigurationError
 
@@ -29,7 +28,6 @@ __all__ = [
     "env_flag",
     "env_float",
     "env_str",
-    "parse_autoreset_mode",
     "parse_count",
     "parse_seconds",
 ]
@@ -180,31 +178,6 @@ def check_seconds(value: Any, name: str) -> float | None:
 def env_flag(name: str) -> bool:
     """Read a boolean variable (``1``, ``true``, ``yes``, ``on``)."""
     return (env_str(name) or "").lower() in ("1", "true", "yes", "on")
-
-
-def parse_autoreset_mode(value: Any) -> AutoresetMode:
-    """An :class:`~gymnasium.vector.AutoresetMode` from itself, its value or its name.
-
-    Member names are matched in any case, so ``"SAME_STEP"`` (as Gymnasium's docs spell
-    it), ``"same_step"`` and ``"SameStep"`` (the value) all give ``SAME_STEP``.
-
-    >>> parse_autoreset_mode("SAME_STEP") is AutoresetMode.SAME_STEP
-    True
-
-    Raises:
-        ConfigurationError: Anything else; the message lists the valid values.
-    """
-    if isinstance(value, AutoresetMode):
-        return value
-    if isinstance(value, str):
-        for mode in AutoresetMode:
-            if value.lower() in (mode.name.lower(), mode.value.lower()):
-                return mode
-    names = ", ".join(repr(mode.name) for mode in AutoresetMode)
-    raise ConfigurationError(
-        f"unknown autoreset_mode {value!r}: use an AutoresetMode member or one of {names} "
-        "(any case)"
-    )
 
 
 def _timeout_from_env(name: str, default: float) -> Any:

@@ -46,7 +46,6 @@ from openenv_gym.config import (
     ProtocolName,
     Timeouts,
     check_count,
-    parse_autoreset_mode,
 )
 from openenv_gym.env import (
     bind_schema,
@@ -83,7 +82,7 @@ from openenv_gym.transport.dispatch import Dispatcher, Pending, Request
 from openenv_gym.transport.session import resolve_protocol
 from openenv_gym.transport.shards import Outcome, Shard, connect_shard, connect_shards
 
-__all__ = ["OpenEnvVectorEnv", "batch_infos"]
+__all__ = ["OpenEnvVectorEnv", "batch_infos", "parse_autoreset_mode"]
 
 logger = logging.getLogger("openenv_gym.vector")
 
@@ -121,6 +120,31 @@ class _Received:
     chunks: list[tuple[_Int, InfoColumns]] = field(default_factory=list)
     lost: _Bool | None = None
     final: dict[int, tuple[Outcome, int]] = field(default_factory=dict)
+
+
+def parse_autoreset_mode(value: Any) -> AutoresetMode:
+    """An :class:`~gymnasium.vector.AutoresetMode` from itself, its value or its name.
+
+    Member names are matched in any case, so ``"SAME_STEP"`` (as Gymnasium's docs spell
+    it), ``"same_step"`` and ``"SameStep"`` (the value) all give ``SAME_STEP``.
+
+    >>> parse_autoreset_mode("SAME_STEP") is AutoresetMode.SAME_STEP
+    True
+
+    Raises:
+        ConfigurationError: Anything else; the message lists the valid values.
+    """
+    if isinstance(value, AutoresetMode):
+        return value
+    if isinstance(value, str):
+        for mode in AutoresetMode:
+            if value.lower() in (mode.name.lower(), mode.value.lower()):
+                return mode
+    names = ", ".join(repr(mode.name) for mode in AutoresetMode)
+    raise ConfigurationError(
+        f"unknown autoreset_mode {value!r}: use an AutoresetMode member or one of {names} "
+        "(any case)"
+    )
 
 
 class OpenEnvVectorEnv(VectorEnv[Any, Any, Any]):

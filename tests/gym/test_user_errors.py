@@ -19,7 +19,7 @@ from gymnasium.vector import AutoresetMode
 
 import openenv_gym
 from openenv_gym.check import check_server
-from openenv_gym.config import Timeouts, check_count, parse_autoreset_mode
+from openenv_gym.config import Timeouts, check_count
 from openenv_gym.env import OpenEnvEnv
 from openenv_gym.exceptions import (
     ArgumentTypeError,
@@ -31,7 +31,7 @@ from openenv_gym.exceptions import (
     PendingCallError,
 )
 from openenv_gym.providers import DockerProvider, LocalProvider, UrlProvider, make_provider
-from openenv_gym.vector import OpenEnvVectorEnv
+from openenv_gym.vector import OpenEnvVectorEnv, parse_autoreset_mode
 
 gymnasium.register_envs(openenv_gym)
 
