@@ -14,7 +14,7 @@ ROOT = Path(__file__).resolve().parents[2]
 BENCH = ROOT / "benchmarks"
 RESULTS = BENCH / "results" / "20261124T212908Z.jsonl"
 
-sys.path.insert(0, str(BENCH))
+sys.path.append(str(BENCH))  # last: nothing of benchmarks/ may shadow a module
 from _harness import percentile  # noqa: E402
 
 

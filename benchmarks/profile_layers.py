@@ -1,7 +1,7 @@
 """Where each µs of a vector step goes, client and server, sampled with py-spy.
 
-    python benchmarks/profile.py                     # Echo, N=256, 8 s
-    python benchmarks/profile.py --env wordle --n 64 --seconds 10
+    python benchmarks/profile_layers.py                     # Echo, N=256, 8 s
+    python benchmarks/profile_layers.py --env wordle --n 64 --seconds 10
 
 Starts one local server, steps ``OpenEnvVectorEnv`` (batched protocol) in a child process,
 and samples both processes with ``py-spy record`` (CPU samples only, no idle) while
