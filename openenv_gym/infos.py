@@ -19,7 +19,6 @@ becomes an object column).
 
 from __future__ import annotations
 
-import operator
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -108,11 +107,20 @@ def _numeric_column(n: int, kind: type, rows: list[int], values: list[Any], full
     return array
 
 
-_keys = operator.methodcaller("keys")
+def _uniform(infos: Sequence[Mapping[str, Any]]) -> list[tuple[str, list[Any]]] | None:
+    """Each key of ``infos[0]`` with its values, in order, if every info has exactly its keys.
 
-
-def _same_keys(infos: Sequence[Mapping[str, Any]]) -> bool:
-    return all(map(infos[0].keys().__eq__, map(_keys, infos)))  # one C-level pass
+    Equal lengths and every row holding every key of the first mean equal key sets; the
+    columns are gathered on the way, so the check costs one ``len`` per row.
+    """
+    first = infos[0]
+    width = len(first)
+    if not all(map(width.__eq__, map(len, infos))):
+        return None
+    try:
+        return [(key, [info[key] for info in infos]) for key in first]
+    except KeyError:
+        return None
 
 
 def _objects(values: Sequence[Any], n: int) -> np.ndarray[Any, Any]:
@@ -137,11 +145,11 @@ def _full_column(key: str, values: Sequence[Any], n: int) -> Any:
     return _partial_column(key, list(range(n)), list(values), n)
 
 
-def _batch_uniform(infos: Sequence[Mapping[str, Any]], n: int) -> dict[str, Any]:
+def _batch_uniform(columns: list[tuple[str, list[Any]]], n: int) -> dict[str, Any]:
     """Batch infos that all have the same keys (the usual case): whole columns at once."""
     out: dict[str, Any] = {}
-    for key in infos[0]:
-        out[key] = _full_column(key, [info[key] for info in infos], n)
+    for key, values in columns:
+        out[key] = _full_column(key, values, n)
         out[f"_{key}"] = np.ones(n, dtype=np.bool_)
     return out
 
@@ -154,8 +162,9 @@ def batch_infos(infos: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
     ([1, 0, 3], [True, False, True])
     """
     n = len(infos)
-    if n and _same_keys(infos):
-        return _batch_uniform(infos, n)
+    uniform = _uniform(infos) if n else None
+    if uniform is not None:
+        return _batch_uniform(uniform, n)
     columns: dict[str, tuple[list[int], list[Any]]] = {}
     for i, info in enumerate(infos):
         for key, value in info.items():
@@ -183,11 +192,7 @@ def _partial_column(key: str, rows: list[int], values: list[Any], n: int) -> Any
     first = values[0]
     kind = type(first)
     if key != "final_obs" and kind is dict:
-        nested: list[Mapping[str, Any]] = [{}] * n
-        for i, value in zip(rows, values, strict=True):
-            if isinstance(value, dict):
-                nested[i] = value
-        return batch_infos(nested)
+        return _dict_column(rows, values, n)
     if key != "final_obs" and (kind in (int, float, bool) or isinstance(first, np.number)):
         return _numeric_column(n, kind, rows, values, full)
     if key != "final_obs" and isinstance(first, np.ndarray):
@@ -199,6 +204,26 @@ def _partial_column(key: str, rows: list[int], values: list[Any], n: int) -> Any
     for i, value in zip(rows, values, strict=True):
         objects[i] = value
     return objects
+
+
+def _dict_column(rows: list[int], values: list[Any], n: int) -> dict[str, Any]:
+    """:func:`batch_infos` of ``values`` placed at ``rows`` (``{}`` elsewhere; non-dicts too)."""
+    if all(value.__class__ is dict for value in values) and len(set(rows)) == len(rows):
+        if len(rows) == n:  # rows ascending and distinct: 0..n-1
+            return batch_infos(values)
+        uniform = _uniform(values)
+        if uniform is not None:  # the same keys throughout: every sub-column has these rows
+            mask = _mask(rows, n)
+            out: dict[str, Any] = {}
+            for key, column in uniform:
+                out[key] = _partial_column(key, rows, column, n)
+                out[f"_{key}"] = mask.copy()
+            return out
+    nested: list[Mapping[str, Any]] = [{}] * n
+    for i, value in zip(rows, values, strict=True):
+        if isinstance(value, dict):
+            nested[i] = value
+    return batch_infos(nested)
 
 
 def _entries(column: Any, numeric: bool, count: int) -> list[Any]:
@@ -235,72 +260,127 @@ def batch_info_columns(n: int, chunks: Sequence[InfoColumns]) -> dict[str, Any]:
         return {}
     if len(chunks) == 1 and chunks[0].rows is None:
         return _every_row(n, chunks[0])
-    keys: dict[str, list[InfoColumns]] = {}
-    for chunk in chunks:
-        for key in chunk.columns:
-            keys.setdefault(key, []).append(chunk)
+    parts = [_Part(i, chunk.rows, chunk.columns, chunk.numeric) for i, chunk in enumerate(chunks)]
+    return _merged(n, parts, {})
+
+
+@dataclass(slots=True)
+class _Part:
+    """A chunk's columns (or a Nested column of it) inside :func:`batch_info_columns`."""
+
+    chunk: int  # the chunk's index: parts of one chunk share its rows
+    rows: np.ndarray[Any, np.dtype[np.intp]] | None
+    columns: Mapping[str, Any]
+    numeric: frozenset[str]
+
+
+@dataclass(slots=True)
+class _Merge:
+    """Where the rows of some chunks go in the batch: computed once per set of chunks."""
+
+    rows: np.ndarray[Any, np.dtype[np.intp]]  # every chunk's rows, in chunk order
+    order: list[int]  # positions in ``rows``, in env order (stable)
+    sorted_rows: list[int]
+    mask: np.ndarray[Any, Any]
+
+
+def _merge(n: int, holders: list[_Part]) -> _Merge:
+    rows = np.concatenate([np.arange(n) if p.rows is None else p.rows for p in holders])
+    order = np.argsort(rows, kind="stable")
+    sorted_rows = rows[order]
+    return _Merge(rows, order.tolist(), sorted_rows.tolist(), _mask(sorted_rows, n))
+
+
+_KINDS: dict[str, type] = {"b": bool, "i": int, "f": float}
+
+
+def _number_arrays(key: str, holders: list[_Part]) -> type | None:
+    """The Python kind of a key whose every holder has a 1-D number column of one kind."""
+    if key == "final_obs":
+        return None
+    kind = None
+    for part in holders:
+        column = part.columns[key]
+        if not (isinstance(column, np.ndarray) and column.ndim == 1 and key in part.numeric):
+            return None
+        if kind is None:
+            kind = column.dtype.kind
+        elif column.dtype.kind != kind:
+            return None
+    return _KINDS.get(kind) if kind is not None else None
+
+
+def _merged(n: int, parts: list[_Part], merges: dict[tuple[int, ...], _Merge]) -> dict[str, Any]:
+    keys: dict[str, list[_Part]] = {}
+    for part in parts:
+        for key in part.columns:
+            holders = keys.get(key)
+            if holders is None:
+                keys[key] = [part]
+            else:
+                holders.append(part)
     out: dict[str, Any] = {}
     for key, holders in keys.items():
-        if key != "final_obs" and all(isinstance(chunk.columns[key], Nested) for chunk in holders):
-            out[key] = batch_info_columns(
-                n, [InfoColumns(chunk.rows, chunk.columns[key]) for chunk in holders]
-            )
-            if len(holders) == 1 and holders[0].rows is None:
-                out[f"_{key}"] = np.ones(n, dtype=np.bool_)
-            else:
-                rows = np.concatenate([chunk.row_indices(n) for chunk in holders])
-                out[f"_{key}"] = _mask(rows, n)
-            continue
-        if len(holders) == 1 and holders[0].rows is None:
-            chunk = holders[0]
-            column = chunk.columns[key]
-            array = (
-                _array_column(key, column, key in chunk.numeric, n)
-                if isinstance(column, np.ndarray)
-                else None
-            )
-            out[key] = (
-                array
-                if array is not None
-                else _full_column(key, _entries(column, key in chunk.numeric, n), n)
-            )
+        if len(holders) == 1 and holders[0].rows is None:  # one chunk holds every row
+            part = holders[0]
+            out[key] = _whole(key, part.columns[key], key in part.numeric, n)
             out[f"_{key}"] = np.ones(n, dtype=np.bool_)
             continue
-        rows = np.concatenate([chunk.row_indices(n) for chunk in holders])
-        values = [
-            v
-            for chunk in holders
-            for v in _entries(chunk.columns[key], key in chunk.numeric, chunk.count(n))
-        ]
-        order = np.argsort(rows, kind="stable")
-        sorted_rows = rows[order].tolist()
-        sorted_values = [values[k] for k in order.tolist()]
-        if len(sorted_rows) == n:
-            out[key] = _full_column(key, sorted_values, n)
-        else:
-            out[key] = _partial_column(key, sorted_rows, sorted_values, n)
-        out[f"_{key}"] = _mask(sorted_rows, n)
+        ids = tuple(part.chunk for part in holders)
+        merge = merges.get(ids)
+        if merge is None:
+            merge = merges[ids] = _merge(n, holders)
+        out[key] = _merged_column(n, key, holders, merge, merges)
+        out[f"_{key}"] = merge.mask.copy()
     return out
+
+
+def _merged_column(
+    n: int, key: str, holders: list[_Part], merge: _Merge, merges: dict[tuple[int, ...], _Merge]
+) -> Any:
+    """The array of a key several chunks (or one, for some rows) hold."""
+    if key != "final_obs" and all(isinstance(p.columns[key], Nested) for p in holders):
+        return _merged(
+            n, [_Part(p.chunk, p.rows, p.columns[key], frozenset()) for p in holders], merges
+        )
+    kind = _number_arrays(key, holders)
+    if kind is not None:
+        # numbers of one kind: what the per-env values would give, without them
+        array: np.ndarray[Any, Any] = np.zeros(n, dtype=kind)
+        for part in holders:
+            array[slice(None) if part.rows is None else part.rows] = part.columns[key]
+        return array
+    values = [
+        v
+        for part in holders
+        for v in _entries(
+            part.columns[key], key in part.numeric, n if part.rows is None else len(part.rows)
+        )
+    ]
+    sorted_values = [values[k] for k in merge.order]
+    if len(sorted_values) == n:
+        return _full_column(key, sorted_values, n)
+    return _partial_column(key, merge.sorted_rows, sorted_values, n)
+
+
+def _whole(key: str, column: Any, numeric: bool, n: int) -> Any:
+    """The array of a key one chunk holds for every row, in order."""
+    if isinstance(column, Nested) and key != "final_obs":
+        return _every_row(n, InfoColumns(None, column))
+    if isinstance(column, np.ndarray):
+        array = _array_column(key, column, numeric, n)
+        if array is not None:
+            return array
+    return _full_column(key, _entries(column, numeric, n), n)
 
 
 def _every_row(n: int, chunk: InfoColumns) -> dict[str, Any]:
     """:func:`batch_info_columns` of one chunk holding every row, in order (the usual case)."""
     out: dict[str, Any] = {}
     numeric = chunk.numeric
-    ones = np.ones(n, dtype=np.bool_)
     for key, column in chunk.columns.items():
-        if isinstance(column, Nested) and key != "final_obs":
-            out[key] = _every_row(n, InfoColumns(None, column))
-        elif isinstance(column, np.ndarray):
-            array = _array_column(key, column, key in numeric, n)
-            out[key] = (
-                array
-                if array is not None
-                else _full_column(key, _entries(column, key in numeric, n), n)
-            )
-        else:
-            out[key] = _full_column(key, _entries(column, False, n), n)
-        out[f"_{key}"] = ones.copy()
+        out[key] = _whole(key, column, key in numeric, n)
+        out[f"_{key}"] = np.ones(n, dtype=np.bool_)
     return out
 
 
