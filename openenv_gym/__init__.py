@@ -27,6 +27,7 @@ from openenv_gym.exceptions import (
     UsageError,
 )
 from openenv_gym.registry import register_envs
+from openenv_gym.vector import OpenEnvVectorEnv
 
 __all__ = [
     "AuthenticationError",
@@ -39,6 +40,7 @@ __all__ = [
     "InvalidActionError",
     "OpenEnvEnv",
     "OpenEnvGymError",
+    "OpenEnvVectorEnv",
     "ProtocolError",
     "ProviderError",
     "RequestTimeoutError",
