@@ -30,10 +30,10 @@ from _harness import ActionPlan, RolloutBench, ToolCallBench, run_async_worker, 
 
 import openenv_gym
 from openenv_gym.env import reply_info
+from openenv_gym.protocol.openenv import ObservationReceived
 from openenv_gym.providers import LocalProvider
 from openenv_gym.server.loader import load_env, resolve_models
 from openenv_gym.spaces import codec_for
-from openenv_gym.transport.session import StepReply
 
 __all__ = ["InProcessEnv"]
 
@@ -218,7 +218,7 @@ class InProcessEnv(gymnasium.Env[Any, Any]):
     def _convert(self, obs: Any) -> tuple[Any, float, bool, dict[str, Any]]:
         fields = obs.model_dump(exclude={"reward", "done", "metadata"})
         reward = None if obs.reward is None else float(obs.reward)
-        reply = StepReply(fields, reward, bool(obs.done), obs.metadata or None)
+        reply = ObservationReceived(fields, reward, bool(obs.done), obs.metadata or None)
         info = reply_info(reply, self._primary)
         return self.codec.decode_observation(fields), reward or 0.0, reply.done, info
 

@@ -33,6 +33,7 @@ from openenv_gym.exceptions import (
     ResetNeededError,
     ServerError,
 )
+from openenv_gym.protocol.openenv import ObservationReceived
 from openenv_gym.providers import Provider, make_provider
 from openenv_gym.spaces import (
     GENERIC,
@@ -47,7 +48,7 @@ from openenv_gym.spaces import (
     is_mcp_schema,
     known_envs,
 )
-from openenv_gym.transport.session import Session, StepReply, open_session
+from openenv_gym.transport.session import Session, open_session
 
 __all__ = [
     "OpenEnvEnv",
@@ -116,7 +117,9 @@ def headers_for_server(
     return with_token(headers, provider.token(index) or token)
 
 
-def reply_info(reply: StepReply, observed: str | Collection[str] | None = None) -> dict[str, Any]:
+def reply_info(
+    reply: ObservationReceived, observed: str | Collection[str] | None = None
+) -> dict[str, Any]:
     """Build the ``info`` of a step.
 
     It holds every observation field the Gymnasium observation (``observed``: a field
@@ -411,7 +414,7 @@ class OpenEnvEnv(gymnasium.Env[Any, Any]):
         self.render_mode = render_mode
         self.max_episode_steps = max_episode_steps
         self._session: Session | None = None
-        self._last: StepReply | None = None
+        self._last: ObservationReceived | None = None
         self._elapsed = 0
         self._needs_reset = True
         self._timeouts = Timeouts.of(timeouts)
@@ -550,10 +553,12 @@ class OpenEnvEnv(gymnasium.Env[Any, Any]):
             self._info(reply),
         )
 
-    def _info(self, reply: StepReply) -> dict[str, Any]:
+    def _info(self, reply: ObservationReceived) -> dict[str, Any]:
         return reply_info(reply, self.codec.observed)
 
-    def _lost_step(self, last: StepReply) -> tuple[Any, float, bool, bool, dict[str, Any]]:
+    def _lost_step(
+        self, last: ObservationReceived
+    ) -> tuple[Any, float, bool, bool, dict[str, Any]]:
         """The step that lost the server: the last observation, truncated."""
         self._needs_reset = True
         obs = self.codec.decode_observation(

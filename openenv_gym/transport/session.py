@@ -20,14 +20,11 @@ from openenv_gym.protocol.openenv import ObservationReceived
 from openenv_gym.transport.connection import BatchConnection, JsonSession, error_of
 from openenv_gym.transport.shards import BatchShard, JsonShard, connect_shard
 
-__all__ = ["Protocol", "Session", "StepReply", "open_session", "resolve_protocol"]
+__all__ = ["Protocol", "Session", "open_session", "resolve_protocol"]
 
 logger = logging.getLogger("openenv_gym.transport")
 
 Protocol = Literal["auto", "batch", "json"]
-StepReply = ObservationReceived
-"""One reset/step result: ``observation`` (dict), ``reward`` (float or None), ``done``,
-``metadata`` (dict or None)."""
 
 
 def resolve_protocol(protocol: str | None) -> Protocol:
@@ -157,12 +154,17 @@ class Session:
         if self._impl.closed:
             raise UsageError(f"the session with {self.base_url} is closed")
 
-    def reset(self, **kwargs: Any) -> StepReply:
-        """Start an episode (``seed``, ``episode_id`` and env-specific kwargs)."""
+    def reset(self, **kwargs: Any) -> ObservationReceived:
+        """Start an episode (``seed``, ``episode_id`` and env-specific kwargs).
+
+        Returns:
+            The reply: ``observation`` (dict), ``reward`` (float or None), ``done``,
+            ``metadata`` (dict or None).
+        """
         self._check()
         return self._impl.reset(**kwargs)
 
-    def step(self, action: Mapping[str, Any]) -> StepReply:
+    def step(self, action: Mapping[str, Any]) -> ObservationReceived:
         """Apply one action, given as the fields of the env's action model."""
         self._check()
         return self._impl.step(action)
