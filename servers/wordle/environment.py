@@ -99,7 +99,7 @@ _PROMPT_TEXT = (
 _PROMPT = _PROMPT_TEXT.strip()
 # Messages are frozen, so every reset observation may hold this one.
 _PROMPT_MESSAGE = WordleMessage(sender_id=GAME_ID, content=_PROMPT_TEXT, category="PROMPT")
-_PROMPT_SAID = (GAME_ID, _PROMPT_TEXT, "PROMPT")
+_PROMPT_SAID = {"sender_id": GAME_ID, "content": _PROMPT_TEXT, "category": "PROMPT"}
 _NO_BRACKETS = (
     "You tried submitting a word in the wrong format. Please make sure to use squared brackets."
 )
@@ -112,10 +112,8 @@ _DESCRIPTION = (
 )
 
 
-def _message(sender_id: int, content: str, category: str) -> WordleMessage:
-    return trusted(
-        WordleMessage, {"sender_id": sender_id, "content": content, "category": category}
-    )
+# A message as its model dumps it: {"sender_id": int, "content": str, "category": str}.
+_Said = dict[str, Any]
 
 
 class WordleEnvironment(Environment[WordleAction, WordleObservation, WordleState]):
@@ -193,7 +191,8 @@ class WordleEnvironment(Environment[WordleAction, WordleObservation, WordleState
             reward, ``done`` and ``info``.
         """
         said, reward = self._play_message(action.message)
-        return self._observation([_message(*m) for m in said], reward)
+        # each dict is fresh and referenced nowhere else: it may become the model's __dict__
+        return self._observation([trusted(WordleMessage, m) for m in said], reward)
 
     @classmethod
     def step_batch(
@@ -220,11 +219,11 @@ class WordleEnvironment(Environment[WordleAction, WordleObservation, WordleState
                 env._start(**options)
             except Exception as exc:  # that game only: as reset() would fail alone
                 errors[j] = exc
-        batch = _batch(envs, [[_PROMPT_SAID]] * len(envs), [0.0] * len(envs))
+        batch = _batch(envs, [[_PROMPT_SAID.copy()] for _ in envs], [0.0] * len(envs))
         return dataclasses.replace(batch, errors=errors) if errors else batch
 
-    def _play_message(self, message: str) -> tuple[list[tuple[int, str, str]], float]:
-        """One step of the game: this turn's messages (sender, content, category), reward."""
+    def _play_message(self, message: str) -> tuple[list[_Said], float]:
+        """One step of the game: this turn's messages (fresh dicts), and its reward."""
         self._step_count += 1
         if self._done:
             self._last_reward = 0.0
@@ -235,10 +234,11 @@ class WordleEnvironment(Environment[WordleAction, WordleObservation, WordleState
             message = f"[{message}]"
         shown = message
         for tag in _ROLE_TAGS:
-            shown = shown.replace(tag, "")
+            if tag in shown:
+                shown = shown.replace(tag, "")
         # This turn's messages: the player's, then at most one of the game's. No two in a row
         # share sender and category, so there is never anything to merge.
-        said = [(PLAYER_ID, shown, "PLAYER_ACTION")]
+        said = [{"sender_id": PLAYER_ID, "content": shown, "category": "PLAYER_ACTION"}]
 
         match = _GUESS.search(message)
         word = match.group(1).lower() if match is not None else None
@@ -254,12 +254,13 @@ class WordleEnvironment(Environment[WordleAction, WordleObservation, WordleState
         elif self._error_count < ERROR_ALLOWANCE:
             self._error_count += 1
             said.append(
-                (
-                    GAME_ID,
-                    f"You attempted an invalid move. Reason: {problem} Please resubmit a valid "
-                    "move and remember to follow the game rules to avoid penalties.",
-                    "GAME_ADMIN",
-                )
+                {
+                    "sender_id": GAME_ID,
+                    "content": f"You attempted an invalid move. Reason: {problem} Please "
+                    "resubmit a valid move and remember to follow the game rules to avoid "
+                    "penalties.",
+                    "category": "GAME_ADMIN",
+                }
             )
         else:
             self._turn += 1  # TextArena counts the move that loses the game as a turn
@@ -349,7 +350,7 @@ class WordleEnvironment(Environment[WordleAction, WordleObservation, WordleState
             return f"'{word}' is not an English word."
         return None
 
-    def _play(self, word: str, messages: list[tuple[int, str, str]]) -> float:
+    def _play(self, word: str, messages: list[_Said]) -> float:
         """Score a valid guess, append the game's reply and return the step's reward."""
         self._error_count = 0
         self._turn += 1
@@ -362,12 +363,12 @@ class WordleEnvironment(Environment[WordleAction, WordleObservation, WordleState
             return 1.0
         left = NUM_GUESSES - len(self._history)
         messages.append(
-            (
-                GAME_ID,
-                f"You submitted [{word}].\nFeedback:\n{' '.join(word.upper())}\n"
+            {
+                "sender_id": GAME_ID,
+                "content": f"You submitted [{word}].\nFeedback:\n{' '.join(word.upper())}\n"
                 f"{' '.join(feedback)}\nYou have {left} guesses left.",
-                "GAME_MESSAGE",
-            )
+                "category": "GAME_MESSAGE",
+            }
         )
         if left > 0:
             return 0.0
@@ -431,26 +432,36 @@ class WordleEnvironment(Environment[WordleAction, WordleObservation, WordleState
 
 
 def _batch(
-    envs: list[WordleEnvironment], said: list[list[tuple[int, str, str]]], rewards: list[float]
+    envs: list[WordleEnvironment], said: list[list[_Said]], rewards: list[float]
 ) -> ObservationBatch:
-    """The observations :meth:`WordleEnvironment._observation` would give, by column."""
-    metadata = [env._metadata() for env in envs]
-    keys = metadata[0].keys() if metadata else None
+    """The observations :meth:`WordleEnvironment._observation` would give, by column.
+
+    ``said``: each game's messages, as fresh dicts (they go into the batch as they are).
+    """
+    n = len(envs)
+    signals = [env._last_signals for env in envs]
+    metadata: dict[str, list[Any]] | list[dict[str, Any]]
+    if not n:
+        metadata = []
+    elif None not in signals:  # every game has stepped: metadata by column
+        metadata = {
+            "env_id": [ENV_ID] * n,
+            "turn": [env._turn for env in envs],
+            "reward_signals": [s.copy() for s in signals],  # type: ignore[union-attr]
+        }
+    elif signals.count(None) == n:  # every game was just reset
+        metadata = {"env_id": [ENV_ID] * n, "turn": [env._turn for env in envs]}
+    else:
+        metadata = [env._metadata() for env in envs]
     return ObservationBatch(
         {
             "prompt": [_PROMPT if env._step_count == 0 else ENV_ID for env in envs],
-            "messages": [
-                [{"sender_id": s, "content": c, "category": k} for s, c, k in turn] for turn in said
-            ],
-            "current_player_id": [PLAYER_ID] * len(envs),
+            "messages": said,
+            "current_player_id": [PLAYER_ID] * n,
             "legal_players": [[PLAYER_ID] for _ in envs],
             "info": [env._info() for env in envs],
         },
         rewards=rewards,
         dones=[env._done for env in envs],
-        metadata=(
-            {key: [m[key] for m in metadata] for key in keys}
-            if keys is not None and all(m.keys() == keys for m in metadata)
-            else metadata
-        ),
+        metadata=metadata,
     )
