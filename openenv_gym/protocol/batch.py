@@ -207,8 +207,12 @@ def _check_id(value: Any) -> int:
     return value
 
 
+_INTS = {int}
+
+
 def _check_slots(value: Any) -> tuple[int, ...]:
-    if not isinstance(value, list) or not value or not all(_is_uint(s) for s in value):
+    # msgpack gives ints as int exactly (booleans as bool): no per-slot _is_uint call
+    if not isinstance(value, list) or not value or set(map(type, value)) != _INTS or min(value) < 0:
         raise RemoteProtocolError(
             f"'slots' must be a non-empty list of non-negative integers, got {_brief(value)}"
         )
@@ -274,15 +278,20 @@ def columns_to_rows(
     return [dict(zip(keys, values, strict=True)) for values in zip(*lists, strict=True)]
 
 
+def _is_map(value: Any) -> TypeGuard[Mapping[str, Any]]:
+    """``isinstance(value, Mapping)``, without the ABC check for a dict."""
+    return value.__class__ is dict or isinstance(value, Mapping)
+
+
 def _encode_columns(columns: Mapping[str, Any], numeric: frozenset[str], n: int) -> dict[str, Any]:
     """Check a map of columns we are about to send (what :func:`_parse_columns` accepts)."""
     for key, column in columns.items():
         if not isinstance(key, str):
             raise LocalProtocolError(f"column names must be strings, got {_brief(key)}")
-        if isinstance(column, np.ndarray):
-            length = column.shape[0] if column.ndim else -1
-        elif isinstance(column, list | tuple):
+        if column.__class__ is list or isinstance(column, list | tuple):
             length = len(column)
+        elif isinstance(column, np.ndarray):
+            length = column.shape[0] if column.ndim else -1
         else:
             raise LocalProtocolError(
                 f"column {key!r} must be a list or an ndarray, got {type(column).__name__}"
@@ -1030,7 +1039,7 @@ class BatchServer:
         if self.max_slots is not None and isinstance(named, list) and len(named) > self.max_slots:
             raise _too_many_slots(op, len(named), self.max_slots)  # before any per-slot work
         slots = _check_slots(named)
-        busy = self._busy.intersection(slots)
+        busy = self._busy and self._busy.intersection(slots)
         if busy:
             raise RemoteProtocolError(f"slots {sorted(busy)} are in a request in flight")
         args: tuple[Mapping[str, Any], ...] = ()
@@ -1138,7 +1147,7 @@ class BatchServer:
             else dones.astype(_B1, copy=False),
         }
         observations, metadata = table.observations, table.metadata
-        if self.version >= 2 and isinstance(observations, Mapping):
+        if self.version >= 2 and _is_map(observations):
             message["cols"] = _encode_columns(observations, table.numeric, n)
             if table.numeric:
                 message["numeric"] = sorted(table.numeric)
@@ -1151,7 +1160,7 @@ class BatchServer:
             if len(rows) != n:
                 raise LocalProtocolError(f"{n} slots need {n} observations, got {len(rows)}")
             message["obs"] = [None if pos in errors else row or {} for pos, row in enumerate(rows)]
-        if metadata is not None and self.version >= 2 and isinstance(metadata, Mapping):
+        if metadata is not None and self.version >= 2 and _is_map(metadata):
             if not all(column.__class__ is list for column in metadata.values()):
                 raise LocalProtocolError("metadata columns must be lists")
             message["meta_cols"] = _encode_columns(metadata, frozenset(), n)

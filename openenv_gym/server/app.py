@@ -100,6 +100,11 @@ class EnvServer:
             name: _is_async_override(env_factory, name) for name in ("step_async", "reset_async")
         }
         """Per method, whether the class's own coroutine is called (not the sync one)."""
+        self._awaited_ops = frozenset(
+            op_
+            for op_, name in ((bp.Op.STEP, "step_async"), (bp.Op.RESET, "reset_async"))
+            if self.awaits[name]
+        )
         self._schema = json.dumps(
             {
                 "action": self.models.action.model_json_schema(),
@@ -293,9 +298,7 @@ class EnvServer:
 
     def awaits_op(self, op_: bp.Op) -> bool:
         """Whether ``step`` / ``reset`` calls a coroutine of the class (never answered inline)."""
-        return (op_ is bp.Op.STEP and self.awaits["step_async"]) or (
-            op_ is bp.Op.RESET and self.awaits["reset_async"]
-        )
+        return op_ in self._awaited_ops
 
     def _run_episode_op(
         self, request: bp.BatchRequestReceived, slots: dict[int, Any]
@@ -313,7 +316,8 @@ class EnvServer:
             batch hook's :class:`ObservationBatch`, if it gave one; and the positions of
             the slots it covers.
         """
-        envs = [slots.get(slot) for slot in request.slots]
+        envs = list(map(slots.get, request.slots))
+        n = len(envs)
         if None in envs:
             results: list[Any] = [
                 _no_such_slot(slot) if env is None else None
@@ -321,7 +325,7 @@ class EnvServer:
             ]
             live = [k for k, env in enumerate(envs) if env is not None]
         else:
-            results, live = [None] * len(envs), list(range(len(envs)))
+            results, live = [None] * n, list(range(n))
         args = request.args
         one: Callable[[Any, Any], Any]
         if request.op is bp.Op.RESET:
@@ -329,25 +333,29 @@ class EnvServer:
             ready, inputs = live, [keep(args[k]) for k in live]
             name, one = "reset_batch", _reset_one
         else:
-            ready, inputs = [], []
-            checked = self._validate_actions(
-                list(args) if len(live) == len(args) else [args[k] for k in live]
+            checked, valid = self._validate_actions(
+                list(args) if len(live) == n else [args[k] for k in live]
             )
-            for k, action in zip(live, checked, strict=True):
-                if action.__class__ is bp.SlotError:
-                    results[k] = action
-                else:
-                    ready.append(k)
-                    inputs.append(action)
+            if valid:
+                ready, inputs = live, checked
+            else:
+                ready, inputs = [], []
+                for k, action in zip(live, checked, strict=True):
+                    if action.__class__ is bp.SlotError:
+                        results[k] = action
+                    else:
+                        ready.append(k)
+                        inputs.append(action)
             name, one = "step_batch", _step_one
         if not ready:
             return results, None, ready
-        if self.awaits_op(request.op):
-            return _run_async(results, [envs[k] for k in ready], ready, inputs, request.op)
-        kind = envs[ready[0]].__class__
-        hook = _hook_of(kind, name)
-        if hook is not None and all(envs[k].__class__ is kind for k in ready):
-            outcome = _batched(hook, [envs[k] for k in ready], inputs)
+        run = envs if len(ready) == n else [envs[k] for k in ready]
+        if request.op in self._awaited_ops:
+            return _run_async(results, run, ready, inputs, request.op)
+        kinds = set(map(type, run))  # a hook acts on instances of its own class only
+        hook = _hook_of(kinds.pop(), name) if len(kinds) == 1 else None
+        if hook is not None:
+            outcome = _batched(hook, run, inputs)
             if isinstance(outcome, ObservationBatch):
                 for j, exc in outcome.errors.items():
                     results[ready[j]] = execution_error(exc)
@@ -355,18 +363,21 @@ class EnvServer:
             for k, result in zip(ready, outcome, strict=True):
                 results[k] = result
             return results, None, ready
-        for k, value in zip(ready, inputs, strict=True):
-            results[k] = _guard(one, envs[k], value)
+        for k, env, value in zip(ready, run, inputs, strict=True):
+            results[k] = _guard(one, env, value)
         return results, None, ready
 
-    def _validate_actions(self, args: list[Any]) -> list[Any]:
+    def _validate_actions(self, args: list[Any]) -> tuple[list[Any], bool]:
         """The action models of ``args`` in one validation call; a SlotError where invalid.
 
         A validator of the model may raise something else than a validation error: that
         slot gets ``EXECUTION_ERROR``, the others are validated as usual.
+
+        Returns:
+            Per entry, the model or the SlotError; and whether every entry is valid.
         """
         try:
-            return list(self._actions.validate_python(args))
+            return self._actions.validate_python(args), True
         except Exception:
             pass  # some are invalid: find which, one by one
         validate = self._action.validate_python
@@ -378,7 +389,7 @@ class EnvServer:
                 out.append(validation_error(exc))
             except Exception as exc:
                 out.append(execution_error(exc))
-        return out
+        return out, False
 
     def _run_batch(
         self, request: bp.BatchRequestReceived, slots: dict[int, Any]

@@ -51,6 +51,9 @@ class _Field:
 class _Plan:
     fields: tuple[_Field, ...] | None  # None: dump each slot with the model's serialiser
     serializer: Any
+    names: tuple[str, ...] | None = None  # the fields' names, in order
+    name_set: frozenset[str] | None = None
+    specs: dict[str, _Field] | None = None  # by name
 
 
 _plans: dict[type, _Plan] = {}
@@ -95,7 +98,12 @@ def _plan(model: type) -> _Plan:
             for name, info in model.model_fields.items()
             if name not in _WIRE_APART and not info.exclude
         )
-    plan = _plans[model] = _Plan(fields, serializer)
+    if fields is None:
+        plan = _plans[model] = _Plan(None, serializer)
+    else:
+        names = tuple(spec.name for spec in fields)
+        specs = dict(zip(names, fields, strict=True))
+        plan = _plans[model] = _Plan(fields, serializer, names, frozenset(names), specs)
     return plan
 
 
@@ -144,6 +152,17 @@ def _column(spec: _Field, values: list[Any], ok: list[int], n: int) -> tuple[Any
     for k, value in zip(ok, values, strict=True):
         column[k] = value
     return column, False
+
+
+def _rewards(values: Sequence[Any], n: int) -> np.ndarray[Any, np.dtype[np.float64]]:
+    """A batch's rewards as float64, NaN for None (as ``float`` converts each)."""
+    return np.fromiter(
+        (math.nan if r is None else float(r) for r in values), dtype=np.float64, count=n
+    )
+
+
+def _dones(values: Sequence[Any], n: int) -> np.ndarray[Any, np.dtype[np.bool_]]:
+    return np.fromiter(map(bool, values), dtype=np.bool_, count=n)
 
 
 def _placed(values: list[Any], ok: list[int], n: int) -> list[Any]:
@@ -251,23 +270,28 @@ def batch_table(
         ValueError: The batch's fields are not the model's.
     """
     n = len(results)
-    errors = {k: r for k, r in enumerate(results) if isinstance(r, bp.SlotError)}
-    keep = [j for j in range(len(covered)) if covered[j] not in errors]
-    ok = [covered[j] for j in keep]
-    whole = len(keep) == len(covered)
-    rewards = np.full(n, math.nan)
-    dones = np.zeros(n, dtype=np.bool_)
-    for j, k in zip(keep, ok, strict=True):
-        reward = batch.rewards[j]
-        rewards[k] = math.nan if reward is None else float(reward)
-        dones[k] = bool(batch.dones[j])
     plan = _plan(model)
-    names = [spec.name for spec in plan.fields] if plan.fields is not None else list(batch.fields)
-    if set(names) != set(batch.fields):
+    names = plan.names if plan.names is not None else tuple(batch.fields)
+    if plan.name_set is not None and batch.fields.keys() != plan.name_set:
         raise ValueError(f"the batch's fields {sorted(batch.fields)} are not {sorted(names)}")
+    if results.count(None) == n and len(covered) == n:  # every slot answered by the batch
+        errors: dict[int, bp.SlotError] = {}
+        keep, ok, whole = _ALL[n] if n < len(_ALL) else list(range(n)), list(covered), True
+        rewards, dones = _rewards(batch.rewards, n), _dones(batch.dones, n)
+    else:
+        errors = {k: r for k, r in enumerate(results) if isinstance(r, bp.SlotError)}
+        keep = [j for j in range(len(covered)) if covered[j] not in errors]
+        ok = [covered[j] for j in keep]
+        whole = len(keep) == len(covered)
+        rewards = np.full(n, math.nan)
+        dones = np.zeros(n, dtype=np.bool_)
+        for j, k in zip(keep, ok, strict=True):
+            reward = batch.rewards[j]
+            rewards[k] = math.nan if reward is None else float(reward)
+            dones[k] = bool(batch.dones[j])
     columns: dict[str, Any] = {}
     numeric = set()
-    specs = {spec.name: spec for spec in plan.fields or ()}
+    specs = plan.specs or {}
     for name in names:
         values = batch.fields[name]
         chosen = values if whole else [values[j] for j in keep]
