@@ -62,6 +62,17 @@ TEXT_CHARSET = "".join(sorted(PRINTABLE))
 _NOT_PRINTABLE = re.compile(r"[^ -~\t\n\r\x0b\x0c]")
 """Matches any character outside :data:`PRINTABLE` (one C-level scan instead of a loop)."""
 
+_PRINTABLE_BYTES = "".join(sorted(PRINTABLE)).encode("ascii")
+
+
+def _printable(text: str) -> bool:
+    """Whether every character of ``text`` is in :data:`PRINTABLE`.
+
+    ASCII, and nothing left once the printable bytes are deleted: two C-level passes over
+    the bytes, about ten times faster than a regex scan of a long text.
+    """
+    return text.isascii() and not text.encode("ascii").translate(None, _PRINTABLE_BYTES)
+
 
 def _text(max_length: int, min_length: int = 0) -> spaces.Text:
     return spaces.Text(max_length=max_length, min_length=min_length, charset=TEXT_CHARSET)
@@ -72,11 +83,7 @@ def text_contains(space: spaces.Text) -> Callable[[Any], bool]:
     low, high = space.min_length, space.max_length
 
     def contains(value: Any) -> bool:
-        return (
-            isinstance(value, str)
-            and low <= len(value) <= high
-            and _NOT_PRINTABLE.search(value) is None
-        )
+        return isinstance(value, str) and low <= len(value) <= high and _printable(value)
 
     return contains
 
@@ -92,7 +99,7 @@ def texts_contain(space: spaces.Text) -> Callable[[list[Any]], bool]:
             joined = "".join(values)  # TypeError: something is not a str
         except TypeError:
             return False
-        if _NOT_PRINTABLE.search(joined) is not None:
+        if not _printable(joined):
             return False
         lengths = list(map(len, values))
         return low <= min(lengths) and max(lengths) <= high
@@ -239,7 +246,7 @@ def _latest_turn(text: str) -> str:
 
 def to_printable(text: str) -> str:
     """``text`` with every character outside the charset replaced by ``?``."""
-    if _NOT_PRINTABLE.search(text) is None:  # the common case: nothing to copy
+    if _printable(text):  # the common case: nothing to copy
         return text
     return _NOT_PRINTABLE.sub("?", text)
 
@@ -261,9 +268,7 @@ def printable_texts(texts: list[Any], max_length: int) -> list[str] | None:
         joined = "".join(texts)
     except TypeError:  # something that is not a str
         return None
-    if _NOT_PRINTABLE.search(joined) is not None or (
-        len(joined) > max_length and max(map(len, texts)) > max_length
-    ):
+    if not _printable(joined) or (len(joined) > max_length and max(map(len, texts)) > max_length):
         return None
     return texts
 
