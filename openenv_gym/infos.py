@@ -19,7 +19,8 @@ becomes an object column).
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+import operator
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -280,6 +281,7 @@ class _Merge:
 
     rows: np.ndarray[Any, np.dtype[np.intp]]  # every chunk's rows, in chunk order
     order: list[int]  # positions in ``rows``, in env order (stable)
+    take: Callable[[Sequence[Any]], list[Any]]  # values in chunk order -> in env order
     sorted_rows: list[int]
     mask: np.ndarray[Any, Any]
 
@@ -288,7 +290,14 @@ def _merge(n: int, holders: list[_Part]) -> _Merge:
     rows = np.concatenate([np.arange(n) if p.rows is None else p.rows for p in holders])
     order = np.argsort(rows, kind="stable")
     sorted_rows = rows[order]
-    return _Merge(rows, order.tolist(), sorted_rows.tolist(), _mask(sorted_rows, n))
+    positions = order.tolist()
+    take: Callable[[Sequence[Any]], list[Any]]
+    if positions == list(range(len(positions))):  # the chunks came in env order
+        take = list
+    else:
+        getter = operator.itemgetter(*positions)
+        take = lambda values: list(getter(values))  # noqa: E731
+    return _Merge(rows, positions, take, sorted_rows.tolist(), _mask(sorted_rows, n))
 
 
 _KINDS: dict[str, type] = {"b": bool, "i": int, "f": float}
@@ -357,7 +366,7 @@ def _merged_column(
             part.columns[key], key in part.numeric, n if part.rows is None else len(part.rows)
         )
     ]
-    sorted_values = [values[k] for k in merge.order]
+    sorted_values = merge.take(values)
     if len(sorted_values) == n:
         return _full_column(key, sorted_values, n)
     return _partial_column(key, merge.sorted_rows, sorted_values, n)
