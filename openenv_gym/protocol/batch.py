@@ -264,18 +264,21 @@ def columns_to_rows(
     """Per-slot maps from a map of columns (the v1 form of v2's ``cols``)."""
     if not columns:
         return [{} for _ in range(n)]
-    keys = list(columns)
-    lists = []
-    for key in keys:
-        column = columns[key]
-        if isinstance(column, np.ndarray):
-            if key in numeric:
-                lists.append(column.tolist())
-            else:
-                lists.append([np.array(row) for row in column])
-        else:
-            lists.append(column)
-    return [dict(zip(keys, values, strict=True)) for values in zip(*lists, strict=True)]
+    items = iter(columns.items())
+    key, column = next(items)
+    # the first column makes the maps (a dict display is far cheaper than dict(zip()))
+    rows = [{key: value} for value in _values(key, column, numeric)]
+    for key, column in items:
+        for row, value in zip(rows, _values(key, column, numeric), strict=True):
+            row[key] = value
+    return rows
+
+
+def _values(key: str, column: Any, numeric: frozenset[str]) -> Any:
+    """A column's entries as the per-slot maps hold them (3.9.2)."""
+    if isinstance(column, np.ndarray):
+        return column.tolist() if key in numeric else [np.array(row) for row in column]
+    return column
 
 
 def _is_map(value: Any) -> TypeGuard[Mapping[str, Any]]:

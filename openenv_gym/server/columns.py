@@ -154,15 +154,22 @@ def _column(spec: _Field, values: list[Any], ok: list[int], n: int) -> tuple[Any
     return column, False
 
 
-def _rewards(values: Sequence[Any], n: int) -> np.ndarray[Any, np.dtype[np.float64]]:
+_PLAIN_REWARDS = frozenset({float, int, type(None)})  # numpy converts these as float() does
+_BOOLS = {bool}
+
+
+def _rewards(values: Sequence[Any]) -> np.ndarray[Any, np.dtype[np.float64]]:
     """A batch's rewards as float64, NaN for None (as ``float`` converts each)."""
-    return np.fromiter(
-        (math.nan if r is None else float(r) for r in values), dtype=np.float64, count=n
-    )
+    if set(map(type, values)) <= _PLAIN_REWARDS:
+        return np.array(values, dtype=np.float64)
+    return np.array([math.nan if r is None else float(r) for r in values], dtype=np.float64)
 
 
-def _dones(values: Sequence[Any], n: int) -> np.ndarray[Any, np.dtype[np.bool_]]:
-    return np.fromiter(map(bool, values), dtype=np.bool_, count=n)
+def _dones(values: Sequence[Any]) -> np.ndarray[Any, np.dtype[np.bool_]]:
+    """A batch's dones as bool (as ``bool`` converts each)."""
+    if set(map(type, values)) == _BOOLS:
+        return np.array(values, dtype=np.bool_)
+    return np.array(list(map(bool, values)), dtype=np.bool_)
 
 
 def _placed(values: list[Any], ok: list[int], n: int) -> list[Any]:
@@ -277,7 +284,7 @@ def batch_table(
     if results.count(None) == n and len(covered) == n:  # every slot answered by the batch
         errors: dict[int, bp.SlotError] = {}
         keep, ok, whole = _ALL[n] if n < len(_ALL) else list(range(n)), list(covered), True
-        rewards, dones = _rewards(batch.rewards, n), _dones(batch.dones, n)
+        rewards, dones = _rewards(batch.rewards), _dones(batch.dones)
     else:
         errors = {k: r for k, r in enumerate(results) if isinstance(r, bp.SlotError)}
         keep = [j for j in range(len(covered)) if covered[j] not in errors]
