@@ -111,12 +111,18 @@ def _numeric_column(n: int, kind: type, rows: list[int], values: list[Any], full
 def _uniform(infos: Sequence[Mapping[str, Any]]) -> list[tuple[str, list[Any]]] | None:
     """Each key of ``infos[0]`` with its values, in order, if every info has exactly its keys.
 
-    Equal lengths and every row holding every key of the first mean equal key sets; the
-    columns are gathered on the way, so the check costs one ``len`` per row.
+    For plain dicts, equal lengths and every row holding every key of the first mean equal
+    key sets: the columns are gathered on the way, so the check costs one ``len`` per row.
+    Another Mapping's ``[]`` may answer a missing key (a ``defaultdict`` even adds it), so
+    those compare their key sets first.
     """
     first = infos[0]
     width = len(first)
     if not all(map(width.__eq__, map(len, infos))):
+        return None
+    if set(map(type, infos)) != {dict} and not all(
+        map(first.keys().__eq__, (info.keys() for info in infos))
+    ):
         return None
     try:
         return [(key, [info[key] for info in infos]) for key in first]

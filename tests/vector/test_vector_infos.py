@@ -9,6 +9,7 @@ truncates or raises and we widen the column instead (tested on its own below).
 
 from __future__ import annotations
 
+from collections import defaultdict
 from typing import Any
 
 import numpy as np
@@ -99,3 +100,14 @@ def test_none_in_a_number_column_gives_an_object_column_instead_of_raising() -> 
     ours = batch_infos(infos)
     assert ours["score"].dtype == object
     assert ours["score"].tolist() == [1, None]
+
+
+def test_infos_with_as_many_keys_but_other_ones_are_not_taken_for_uniform() -> None:
+    plain = [{"a": 1}, {"b": 2}]
+    assert same(batch_infos(plain), gym_infos(plain))
+    # a defaultdict answers (and adds) a missing key instead of raising KeyError
+    defaults = [defaultdict(int, a=1), defaultdict(int, b=2)]
+    ours = batch_infos(defaults)
+    assert same(ours, gym_infos([dict(d) for d in defaults]))
+    assert ours["_a"].tolist() == [True, False]
+    assert [dict(d) for d in defaults] == [{"a": 1}, {"b": 2}]  # left as they were
