@@ -81,8 +81,20 @@ def _fits(kind: type, value: Any) -> bool:
     return isinstance(value, int | float | np.number)
 
 
-def _numeric_column(n: int, kind: type, rows: list[int], values: list[Any], full: bool) -> Any:
+_Index = np.ndarray[Any, np.dtype[np.intp]]
+
+
+def _at(rows: list[int], at: _Index | None) -> _Index:
+    """``rows`` as an index array: numpy indexes by one far faster than by a list."""
+    return np.array(rows, dtype=np.intp) if at is None else at
+
+
+def _numeric_column(
+    n: int, kind: type, rows: list[int], values: list[Any], full: bool, at: _Index | None = None
+) -> Any:
     """A column typed by its first value, as Gymnasium's ``_add_info`` types it.
+
+    ``at``: ``rows`` as an index array, if the caller has it.
 
     Where a later value does not fit, Gymnasium raises (``None`` in a number column) or
     silently truncates (``0.75`` in an int column); here the column widens instead: to
@@ -93,11 +105,11 @@ def _numeric_column(n: int, kind: type, rows: list[int], values: list[Any], full
         if full:
             return np.array(values, dtype=kind)
         same: np.ndarray[Any, Any] = np.zeros(n, dtype=kind)
-        same[rows] = values
+        same[_at(rows, at)] = values
         return same
     if all(_fits(kind, v) for v in values):
         column: np.ndarray[Any, Any] = np.zeros(n, dtype=kind)
-        column[rows] = values
+        column[_at(rows, at)] = values
         return column
     numbers = all(isinstance(v, int | float | np.number) for v in values) and not any(
         isinstance(v, bool) for v in values
@@ -182,8 +194,9 @@ def batch_infos(infos: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
             column[1].append(value)
     out: dict[str, Any] = {}
     for key, (rows, values) in columns.items():
-        out[key] = _partial_column(key, rows, values, n)
-        out[f"_{key}"] = _mask(rows, n)
+        at = np.array(rows, dtype=np.intp)
+        out[key] = _partial_column(key, rows, values, n, at)
+        out[f"_{key}"] = _mask(at, n)
     return out
 
 
@@ -193,15 +206,17 @@ def _mask(rows: Sequence[int] | np.ndarray[Any, Any], n: int) -> np.ndarray[Any,
     return mask
 
 
-def _partial_column(key: str, rows: list[int], values: list[Any], n: int) -> Any:
+def _partial_column(
+    key: str, rows: list[int], values: list[Any], n: int, at: _Index | None = None
+) -> Any:
     """The array of a key some sub-envs reported (``rows`` ascending, ``values`` theirs)."""
     full = len(rows) == n
     first = values[0]
     kind = type(first)
     if key != "final_obs" and kind is dict:
-        return _dict_column(rows, values, n)
+        return _dict_column(rows, values, n, at)
     if key != "final_obs" and (kind in (int, float, bool) or isinstance(first, np.number)):
-        return _numeric_column(n, kind, rows, values, full)
+        return _numeric_column(n, kind, rows, values, full, at)
     if key != "final_obs" and isinstance(first, np.ndarray):
         array = np.zeros((n, *first.shape), dtype=first.dtype)
         for i, value in zip(rows, values, strict=True):
@@ -213,17 +228,20 @@ def _partial_column(key: str, rows: list[int], values: list[Any], n: int) -> Any
     return objects
 
 
-def _dict_column(rows: list[int], values: list[Any], n: int) -> dict[str, Any]:
+def _dict_column(
+    rows: list[int], values: list[Any], n: int, at: _Index | None = None
+) -> dict[str, Any]:
     """:func:`batch_infos` of ``values`` placed at ``rows`` (``{}`` elsewhere; non-dicts too)."""
     if all(value.__class__ is dict for value in values) and len(set(rows)) == len(rows):
         if len(rows) == n:  # rows ascending and distinct: 0..n-1
             return batch_infos(values)
         uniform = _uniform(values)
         if uniform is not None:  # the same keys throughout: every sub-column has these rows
-            mask = _mask(rows, n)
+            at = _at(rows, at)
+            mask = _mask(at, n)
             out: dict[str, Any] = {}
             for key, column in uniform:
-                out[key] = _partial_column(key, rows, column, n)
+                out[key] = _partial_column(key, rows, column, n, at)
                 out[f"_{key}"] = mask.copy()
             return out
     nested: list[Mapping[str, Any]] = [{}] * n
@@ -288,6 +306,7 @@ class _Merge:
     rows: np.ndarray[Any, np.dtype[np.intp]]  # every chunk's rows, in chunk order
     order: list[int]  # positions in ``rows``, in env order (stable)
     take: Callable[[Sequence[Any]], list[Any]]  # values in chunk order -> in env order
+    at: _Index  # the rows, in env order
     sorted_rows: list[int]
     mask: np.ndarray[Any, Any]
 
@@ -303,7 +322,7 @@ def _merge(n: int, holders: list[_Part]) -> _Merge:
     else:
         getter = operator.itemgetter(*positions)
         take = lambda values: list(getter(values))  # noqa: E731
-    return _Merge(rows, positions, take, sorted_rows.tolist(), _mask(sorted_rows, n))
+    return _Merge(rows, positions, take, sorted_rows, sorted_rows.tolist(), _mask(sorted_rows, n))
 
 
 _KINDS: dict[str, type] = {"b": bool, "i": int, "f": float}
@@ -375,7 +394,7 @@ def _merged_column(
     sorted_values = merge.take(values)
     if len(sorted_values) == n:
         return _full_column(key, sorted_values, n)
-    return _partial_column(key, merge.sorted_rows, sorted_values, n)
+    return _partial_column(key, merge.sorted_rows, sorted_values, n, merge.at)
 
 
 def _whole(key: str, column: Any, numeric: bool, n: int) -> Any:
