@@ -290,6 +290,20 @@ def _wordle_columns(columns: Mapping[str, Any], numeric: frozenset[str], n: int)
 
 
 def _turn_text(messages: Any, player: Any, prompt: Any) -> str:
+    if messages.__class__ is list and len(messages) == 2:
+        # the usual turn: the player's echo, then one message of the game's
+        echo, said = messages
+        if (
+            echo.__class__ is dict
+            and said.__class__ is dict
+            and echo.get("sender_id") == player
+            and said.get("sender_id") != player
+        ):
+            content = said.get("content", "")
+            text = (content if content.__class__ is str else str(content)).strip()
+            if text.startswith("[GAME] "):
+                text = _latest_turn(text)
+            return text or str(prompt)
     tail: list[str] = []
     for message in reversed(messages or ()):
         if message.__class__ is not dict and not isinstance(message, Mapping):
