@@ -249,3 +249,32 @@ def test_large_compressed_messages_are_left_to_websockets(env_server):
         for message in (noise, BIG):
             conn.send(json_step(message).decode())
             assert json.loads(conn.recv(timeout=10))["data"]["observation"]["echoed"] == message
+
+
+def test_a_trickled_large_message_is_held_in_one_buffer():
+    """A peer that sends a large frame a byte at a time costs the server its size, not ~40x.
+
+    Each read's bytes are unmasked into one buffer; kept as a list of per-read chunks, 1-byte
+    reads held ~42 bytes of object per payload byte (found in review).
+    """
+    import tracemalloc
+
+    from openenv_gym.server.http import _LargeMessage
+
+    size = 256 * 1024
+    mask = b"\x01\x02\x03\x04"
+    payload = bytes(range(256)) * (size // 256)
+    masked_payload = bytes(b ^ mask[i % 4] for i, b in enumerate(payload))
+    message = _LargeMessage(size, mask, text=False)
+    tracemalloc.start()
+    try:
+        view = memoryview(masked_payload)
+        for i in range(size):
+            message.take(view[i : i + 1])
+        held, _ = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert message.left == 0
+    assert message.got == size
+    assert bytes(message.buf) == payload  # unmasked right, however the reads were cut
+    assert held < 3 * size, f"{held} bytes held for a {size}-byte payload"
