@@ -232,7 +232,7 @@ def _dict_column(
     rows: list[int], values: list[Any], n: int, at: _Index | None = None
 ) -> dict[str, Any]:
     """:func:`batch_infos` of ``values`` placed at ``rows`` (``{}`` elsewhere; non-dicts too)."""
-    if all(value.__class__ is dict for value in values) and len(set(rows)) == len(rows):
+    if set(map(type, values)) == {dict} and len(set(rows)) == len(rows):
         if len(rows) == n:  # rows ascending and distinct: 0..n-1
             return batch_infos(values)
         uniform = _uniform(values)
