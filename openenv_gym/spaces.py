@@ -1749,7 +1749,20 @@ def _a_type(value: Any) -> str:
 
 
 def why_not_in(space: spaces.Space[Any], value: Any) -> str:
-    """Why ``value`` is not in ``space``, in a few words (for an error message)."""
+    """Why ``value`` is not in ``space``, in a few words (for an error message).
+
+    Never raises: a value too odd to say more about (a ragged nested list for a ``Box``)
+    is just "outside the space", so the caller's typed error is what the user sees.
+    """
+    try:
+        return _why_not_in(space, value)
+    except Exception:  # an error message must not fail on the value it names
+        return "outside the space"
+
+
+def _why_not_in(space: spaces.Space[Any], value: Any) -> str:
+    if isinstance(value, np.ndarray) and value.shape == () and not isinstance(space, spaces.Box):
+        value = value.item()  # a 0-d array stands for its one value
     if isinstance(space, spaces.Text):
         if not isinstance(value, str):
             return f"{_a_type(value)}, not a str"
@@ -1772,7 +1785,7 @@ def why_not_in(space: spaces.Space[Any], value: Any) -> str:
             return f"unexpected key(s) {', '.join(map(repr, extra))}"
         for key, sub in space.items():
             if not sub.contains(value[key]):
-                return f"[{key!r}] is {short_repr(value[key])}: {why_not_in(sub, value[key])}"
+                return f"[{key!r}] is {short_repr(value[key])}: {_why_not_in(sub, value[key])}"
         return "the space refused it"
     if isinstance(space, spaces.Discrete):
         if isinstance(value, bool) or not isinstance(value, int | np.integer):

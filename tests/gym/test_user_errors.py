@@ -314,3 +314,21 @@ def test_string_options_are_literal_types_listing_what_is_accepted():
     hints = typing.get_type_hints(OpenEnvVectorEnv.__init__)
     assert hints["autoreset_mode"] == AutoresetMode | AutoresetModeName
     assert typing.get_type_hints(RayProvider.__init__)["placement"] == Placement | None
+
+
+@pytest.mark.parametrize(
+    ("space", "value", "says"),
+    [
+        # a ragged list: np.shape raises on it; the message must not (found in review)
+        (gymnasium.spaces.Box(0, 1, (2,)), [[1, 2], [3]], "outside the space"),
+        # a 0-d array stands for its value, as Discrete.contains takes it
+        (gymnasium.spaces.Discrete(3), np.array(7), "outside [0, 2]"),
+        (gymnasium.spaces.Box(0, 1, (2,)), [0.5], "shape (1,), not (2,)"),
+    ],
+)
+def test_action_error_never_fails_on_the_value_it_describes(space, value, says):
+    from openenv_gym.spaces import action_error
+
+    message = action_error(space, value)
+    assert message.endswith(says), message
+    assert "\n" not in message
