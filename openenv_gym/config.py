@@ -160,19 +160,20 @@ def check_count(value: Any, name: str, *, optional: bool = True) -> int | None:
 
 
 def check_seconds(value: Any, name: str) -> float | None:
-    """``value`` if it is a number of seconds > 0, or None.
+    """``value`` if it is a number of seconds > 0, or None (``math.inf`` is None: no limit).
 
     >>> check_seconds(2, "start_timeout"), check_seconds(None, "start_timeout")
     (2.0, None)
+    >>> check_seconds(float("inf"), "step")
 
     Raises:
-        ConfigurationError: Not a finite number > 0 (``bool`` and strings included).
+        ConfigurationError: Not a number > 0 (``bool``, strings and NaN included).
     """
     if value is None:
         return None
-    if isinstance(value, bool) or not isinstance(value, int | float) or not 0 < value < math.inf:
+    if isinstance(value, bool) or not isinstance(value, int | float) or not value > 0:
         raise ConfigurationError(f"{name} must be a number of seconds > 0, or None; got {value!r}")
-    return float(value)
+    return None if value == math.inf else float(value)
 
 
 def env_flag(name: str) -> bool:
@@ -206,15 +207,16 @@ class Timeouts:
     close: float | None = _timeout_from_env("OPENENV_GYM_CLOSE_TIMEOUT", 5.0)
 
     def __post_init__(self) -> None:
-        for name in ("connect", "step", "close"):
-            check_seconds(getattr(self, name), f"timeout {name!r}")
+        for name in ("connect", "step", "close"):  # checked; math.inf stored as None
+            object.__setattr__(self, name, check_seconds(getattr(self, name), f"timeout {name!r}"))
 
     @classmethod
     def of(cls, timeouts: Timeouts | Mapping[str, float | None] | None) -> Timeouts:
         """``timeouts`` itself, or a :class:`Timeouts` of a mapping of its fields.
 
         Raises:
-            ConfigurationError: Not a Timeouts, a mapping or None; an unknown field.
+            ConfigurationError: Not a Timeouts, a mapping or None; an unknown field (an
+                :class:`~openenv_gym.exceptions.ArgumentTypeError`, also a ``TypeError``).
         """
         if isinstance(timeouts, Timeouts):
             return timeouts
@@ -234,7 +236,7 @@ class Timeouts:
         known = [f.name for f in fields(cls)]
         unknown = sorted(set(overrides) - set(known))
         if unknown:
-            raise ConfigurationError(
+            raise ArgumentTypeError(  # a TypeError too, as the dataclass said before
                 f"unknown timeout(s) {', '.join(map(repr, unknown))}: use {', '.join(known)}"
             )
         return cls(**overrides)
