@@ -357,6 +357,23 @@ def _provider_options(kind: str | None, kwargs: dict[str, Any]) -> dict[str, Any
     return {key: kwargs.pop(key) for key in list(kwargs) if key in names}
 
 
+def _check_env_kwargs(kwargs: dict[str, Any], provider: str | None) -> None:
+    """Refuse what neither the env, ``gymnasium.make`` nor the provider takes.
+
+    Raises:
+        ConfigurationError: Unknown argument(s).
+    """
+    env = inspect.signature(OpenEnvEnv).parameters
+    known = {n for n, p in env.items() if p.kind is not inspect.Parameter.VAR_KEYWORD}
+    known |= set(inspect.signature(gymnasium.make).parameters)
+    unknown = sorted(set(kwargs) - known)
+    if unknown:
+        raise ConfigurationError(
+            f"unexpected argument(s) {', '.join(unknown)}: neither the env's nor the "
+            f"{provider or 'local'} provider's"
+        )
+
+
 class EnvironmentFactory:
     """A picklable zero-argument factory for ``GRPOTrainer(environment_factory=...)``.
 
@@ -444,7 +461,8 @@ class EnvironmentFactory:
         """
         with self._lock:
             runtime, self._runtime = self._runtime, _Runtime()
-        runtime.closed = True
+        with runtime.restart_lock:  # a restart in flight ends first; later ones see closed
+            runtime.closed = True
         for instance in list(runtime.instances):
             instance._close()
         if runtime.provider is not None:
@@ -475,6 +493,7 @@ class EnvironmentFactory:
         """Start the provider's servers once; ``kwargs`` keeps the env's arguments only."""
         provider = kwargs.pop("provider", None)
         options = _provider_options(provider, kwargs)
+        _check_env_kwargs(kwargs, provider)  # before any server starts
         spec_kwargs = {**(self._spec.kwargs or {}), **kwargs}
         env = str(spec_kwargs.get("env", "wordle"))
         codec = choose_codec(

@@ -518,13 +518,12 @@ def test_an_instance_outlived_by_its_factory_fails_loudly() -> None:
 def test_bad_make_kwargs_and_tool_names_are_configuration_errors() -> None:
     factory = environment_factory("openenv/Echo-v0", max_episode_step=3)  # a typo
     try:
-        with pytest.raises(ConfigurationError, match="max_episode_step"):
-            factory()
-        url = factory.base_url
-        assert url is not None
-        with pytest.raises(ConfigurationError, match="max_episode_step"):
-            factory()
-        assert factory.base_url == url  # the shared server is reused, not started again
+        for _ in range(2):
+            with pytest.raises(ConfigurationError, match="max_episode_step: neither the env"):
+                factory()
+            # refused before any server starts (it used to start the shared servers first)
+            assert factory.provider is None
+            assert factory.base_url is None
     finally:
         factory.close()
     for name in ("env", "done", "reset"):
