@@ -381,7 +381,9 @@ def raw_upgrade(port: int, path: str, *headers: str) -> socket.socket:
     sock.sendall(("\r\n".join(head) + "\r\n\r\n").encode())
     reply = b""
     while b"\r\n\r\n" not in reply:
-        reply += sock.recv(1)
+        chunk = sock.recv(1)
+        assert chunk, f"the server closed during the upgrade: {reply!r}"
+        reply += chunk
     assert reply.startswith(b"HTTP/1.1 101 "), reply
     return sock
 

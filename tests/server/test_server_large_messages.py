@@ -42,7 +42,9 @@ def upgrade(port: int, path: str, *frames: bytes) -> socket.socket:
     sock.sendall(("\r\n".join(head) + "\r\n\r\n").encode() + b"".join(frames))
     reply = b""
     while b"\r\n\r\n" not in reply:
-        reply += sock.recv(1)
+        chunk = sock.recv(1)
+        assert chunk, f"the server closed during the upgrade: {reply!r}"
+        reply += chunk
     assert reply.startswith(b"HTTP/1.1 101 "), reply
     return sock
 
