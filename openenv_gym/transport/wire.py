@@ -29,10 +29,12 @@ import base64
 import collections
 import contextlib
 import logging
+import os
 import select
 import selectors
 import socket
 import ssl
+import struct
 import threading
 import time
 import urllib.parse
@@ -48,6 +50,11 @@ from websockets.http11 import Response
 from websockets.protocol import State
 from websockets.typing import Subprotocol
 from websockets.uri import parse_uri
+
+try:
+    from websockets.speedups import apply_mask
+except ImportError:  # pragma: no cover - websockets built without its C extension
+    from websockets.utils import apply_mask
 
 from openenv_gym._version import __version__
 from openenv_gym.exceptions import (
@@ -80,6 +87,10 @@ _poll = getattr(select, "poll", None)
 _POLLIN = getattr(select, "POLLIN", 1)
 _POLLOUT = getattr(select, "POLLOUT", 4)
 _MAX_REDIRECTS = 3
+_MASKS = 1024
+"""Bytes of masking keys drawn from ``os.urandom`` at once (256 frames' worth)."""
+_FAST_MAX = 2**20
+"""Largest frame parsed by :meth:`WebSocket._receive` itself (longer: websockets parses it)."""
 USER_AGENT = f"openenv-gym/{__version__}"
 
 
@@ -168,6 +179,14 @@ class WebSocket:
         self._tls = isinstance(sock, ssl.SSLSocket)
         self._eof_sent = False
         self._closed_by_us = False
+        self._plain = not protocol.extensions  # frames written and parsed here (see _receive)
+        self._plain_rx = self._plain  # False: websockets may be inside a frame from the start
+        self._fast_max = min(_FAST_MAX, getattr(protocol, "max_message_size", None) or _FAST_MAX)
+        self._rx_left = 0  # bytes websockets' parser still needs to finish a frame
+        self._rx_cut = b""  # the start of a frame head cut by the end of a read
+        self._rx_fragmented = False  # a fragmented message is under way (frames seen here)
+        self._masks = b""
+        self._mask_at = 0
         sock.setblocking(False)
 
     # ------------------------------------------------------------------ state
@@ -211,6 +230,12 @@ class WebSocket:
     def queue(self, data: bytes | str) -> None:
         """Queue one message (``str``: a text frame, ``bytes``: binary). Next: :meth:`flush`."""
         self.check()
+        if self._writes_frames():
+            if isinstance(data, str):
+                self._frame(0x1, data.encode())
+            else:
+                self._frame(0x2, data)
+            return
         try:
             if isinstance(data, str):
                 self._proto.send_text(data.encode())
@@ -227,12 +252,45 @@ class WebSocket:
         Next: :meth:`flush`.
         """
         self.check()
+        if len(data) <= 125 and self._writes_frames():  # longer: websockets refuses it
+            self._frame(0x9, data)
+            return
         try:
             self._proto.send_ping(data)
         except InvalidState as exc:  # closing: the connection is as good as gone
             self._lose(self._closed_failure())
             raise self.failure from exc  # type: ignore[misc]
         self._take_output()
+
+    def _writes_frames(self) -> bool:
+        """Whether a frame may be written here rather than by the protocol.
+
+        websockets serialises a frame through a ``Frame`` and ``BytesIO`` and draws each
+        masking key with a syscall; a JSON step writes two frames (ping and request), and
+        that cost was most of what the ping added. An open connection without extensions
+        keeps no state about the data frames it sends (we never fragment), and everything
+        the protocol itself wrote (pongs, a close) was already taken into ``_out``.
+        """
+        proto = self._proto
+        return self._plain and proto.state is State.OPEN and not proto.expect_continuation_frame
+
+    def _frame(self, opcode: int, payload: bytes) -> None:
+        """Queue one masked frame (RFC 6455 5.2): FIN, ``opcode``, ``payload``."""
+        at = self._mask_at
+        if at >= len(self._masks):
+            self._masks, at = os.urandom(_MASKS), 0  # unpredictable keys, fewer syscalls
+        mask = self._masks[at : at + 4]
+        self._mask_at = at + 4
+        length = len(payload)
+        out = self._out
+        if length < 126:
+            out += bytes((0x80 | opcode, 0x80 | length))
+        elif length < 65536:
+            out += struct.pack("!BBH", 0x80 | opcode, 0xFE, length)
+        else:
+            out += struct.pack("!BBQ", 0x80 | opcode, 0xFF, length)
+        out += mask
+        out += apply_mask(payload, mask)
 
     def _take_output(self) -> None:
         for chunk in self._proto.data_to_send():
@@ -309,22 +367,105 @@ class WebSocket:
                 return got
             got = True
             if not data:
+                if self._rx_cut:  # a frame head cut short: websockets says what that means
+                    self._proto.receive_data(self._rx_cut)
+                    self._rx_cut = b""
                 self._proto.receive_eof()
                 self._harvest()
                 self._lose(self._closed_failure())
                 return True
-            self._proto.receive_data(data)
-            self._harvest()
+            self._receive(data)
             if self.closed:
                 return True
             if len(data) < _READ_SIZE and not self.buffered:
                 break  # most likely drained: don't pay a recv that says EAGAIN
         return got
 
+    def _receive(self, data: bytes) -> None:
+        """Parse ``data``: complete plain frames here, every other byte by websockets.
+
+        websockets' parser is a generator that costs about 2 µs a frame; a JSON step
+        brings two small ones (the pong and the reply). A frame is parsed here when it is
+        whole in this read and plain: final, no RSV bits, unmasked, a text, binary or pong
+        frame of at most :data:`_FAST_MAX` bytes, not inside a fragmented message, on an
+        open connection without extensions. Anything else (pings, closes, fragments,
+        frames cut by the end of a read, anything malformed) goes to websockets in order,
+        and this method keeps count of the frame websockets is inside, so it only ever
+        parses from a frame boundary. A frame head cut by the end of a read waits for the
+        next one.
+        """
+        proto = self._proto
+        if not self._plain_rx:
+            proto.receive_data(data)
+            self._harvest()
+            return
+        if self._rx_cut:
+            data, self._rx_cut = self._rx_cut + data, b""
+        end = len(data)
+        pos = slow = 0  # data[slow:pos] is websockets' to parse, before any frame here
+        while pos < end:
+            if self._rx_left:  # inside a frame websockets is parsing
+                step = min(self._rx_left, end - pos)
+                self._rx_left -= step
+                pos += step
+                continue
+            if end - pos < 2:
+                self._rx_cut, end = data[pos:], pos
+                break
+            first, second = data[pos], data[pos + 1]
+            length, at = second & 0x7F, pos + 2
+            if length == 126:
+                length, at = int.from_bytes(data[at : at + 2], "big"), at + 2
+            elif length == 127:
+                length, at = int.from_bytes(data[at : at + 8], "big"), at + 8
+            if second & 0x80:  # masked: not from a server (websockets refuses it)
+                at += 4
+            if at > end:
+                self._rx_cut, end = data[pos:], pos
+                break
+            stop = at + length
+            opcode = first & 0x0F
+            fragmented = self._rx_fragmented
+            if opcode in (0x1, 0x2):
+                self._rx_fragmented = not first & 0x80
+            elif opcode == 0x0 and first & 0x80:
+                self._rx_fragmented = False
+            if (
+                first & 0xF0 == 0x80
+                and not second & 0x80
+                and stop <= end
+                and length <= self._fast_max
+                and ((opcode == 0xA and length < 126) or (opcode in (0x1, 0x2) and not fragmented))
+            ):
+                if slow < pos:  # websockets' frames first: they come before this one
+                    proto.receive_data(data[slow:pos])
+                    self._harvest()
+                    slow = pos
+                if self.failure is not None or proto.state is not State.OPEN:
+                    self._plain_rx = False  # closing: websockets parses the rest, always
+                    break
+                if opcode == 0xA:
+                    if self.track_pongs:
+                        self.messages.append(Pong(data[at:stop]))
+                else:
+                    self._deliver(data[at:stop], opcode == 0x1)
+                    if self.closed:  # not UTF-8
+                        return
+                pos = slow = stop
+                continue
+            if stop > end:
+                self._rx_left = stop - end
+            pos = min(stop, end)
+        if slow < end and self.failure is None:
+            proto.receive_data(data[slow:end])
+            self._harvest()
+
     def _harvest(self, events: list[Any] | None = None) -> None:
         for frame in self._proto.events_received() if events is None else events:
             if not isinstance(frame, Frame):
                 continue
+            if self.failure is not None:  # e.g. a text frame that is not UTF-8: no more
+                break
             opcode = frame.opcode
             if opcode is Opcode.BINARY or opcode is Opcode.TEXT:
                 if frame.fin:
@@ -535,7 +676,7 @@ def _open_once(
             request.headers[name] = value
         protocol.send_request(request)
         _send_all(sock, b"".join(protocol.data_to_send()), deadline, url)
-        response, leftover = _read_response(sock, protocol, deadline, url)
+        response, leftover, more = _read_response(sock, protocol, deadline, url)
     except BaseException:
         with contextlib.suppress(OSError):
             sock.close()
@@ -561,6 +702,8 @@ def _open_once(
             ) from problem
         raise ConnectError(f"cannot connect to {url}: {problem}") from problem
     ws = WebSocket(sock, protocol, url)
+    if more:  # websockets may have the start of a frame: it parses everything
+        ws._plain_rx = False
     if leftover:  # frames that came with the handshake response (an error, a close...)
         ws._harvest(leftover)
     return ws
@@ -649,7 +792,9 @@ def _send_all(sock: socket.socket, data: bytes, deadline: float | None, url: str
 
 def _read_response(
     sock: socket.socket, protocol: ClientProtocol, deadline: float | None, url: str
-) -> tuple[Response | None, list[Any]]:
+) -> tuple[Response | None, list[Any], bool]:
+    """The response, the frames that came with it, and whether any bytes did."""
+    received = bytearray()
     while True:
         try:
             sock.settimeout(remaining(deadline))
@@ -660,12 +805,14 @@ def _read_response(
             raise ConnectError(f"cannot connect to {url}: {exc}") from exc
         if data:
             protocol.receive_data(data)
+            received += data
         else:
             protocol.receive_eof()
         events = protocol.events_received()
         for k, event in enumerate(events):
             if isinstance(event, Response):
-                return event, events[k + 1 :]
+                more = len(received) > received.find(b"\r\n\r\n") + 4  # no body after a 101
+                return event, events[k + 1 :], more
         failed = protocol.handshake_exc
         if failed is not None:  # not an HTTP response at all
             raise ConnectError(f"{url} did not answer with HTTP: {failed}") from failed
