@@ -38,6 +38,7 @@ import hmac
 import json
 import logging
 import os
+import struct
 import time
 import urllib.parse
 from collections.abc import Awaitable, Callable, Sequence
@@ -81,6 +82,8 @@ websockets' parser buffers a frame whole, then copies and unmasks it in one go; 
 frame over this size (unfragmented, uncompressed, within ``max_frame``) is instead
 unmasked chunk by chunk as it is read, so no read costs more than its own bytes, and it
 may be answered from its first ``MESSAGE_HEAD`` bytes (``Channel.on_message_head``)."""
+_HOLD_BYTES = 256 * 1024
+"""Replies held for the one write at the end of a read, at most (bytes); then written."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -310,6 +313,9 @@ class _Connection(asyncio.Protocol):
         self._reading_paused_by: set[str] = set()
         self._closed = False
         self._queued = 0  # bytes received and not handled (WebSocket)
+        self._holding = False  # handling received frames: replies wait for one write
+        self._held = 0  # bytes of messages queued while holding
+        self._out: list[bytes] = []  # frames serialised here, to write before the protocol's
         self._answering: asyncio.Task[None] | None = None  # an HTTP answer being awaited
 
     # ------------------------------------------------------------------ asyncio
@@ -711,7 +717,14 @@ class _Connection(asyncio.Protocol):
         protocol = self._ws
         assert protocol is not None
         protocol.receive_data(data)
-        self._handle_frames(protocol.events_received())
+        # what the frames of one read produce (pongs, replies) leaves in one write: one
+        # syscall and one TCP segment, not one per frame (see send_ws)
+        self._holding = True
+        try:
+            self._handle_frames(protocol.events_received())
+        finally:
+            self._holding = False
+            self._held = 0
         self._flush_ws()
 
     def _handle_frames(self, events: list[Any]) -> None:
@@ -762,28 +775,62 @@ class _Connection(asyncio.Protocol):
             self.close_ws(CloseCode.INTERNAL_ERROR, "internal error")
 
     def _flush_ws(self) -> None:
+        """Write what is queued (here, then by the protocol), in one write."""
         protocol = self._ws
         if protocol is None:
             return
-        for data in protocol.data_to_send():
+        chunks = protocol.data_to_send()
+        if self._out:
+            chunks, self._out = self._out + chunks, []
+        if not chunks:
+            return
+        if len(chunks) == 1 and chunks[0]:
+            self._write(chunks[0])
+            return
+        out: list[bytes] = []
+        for data in chunks:
             if data:
-                self._write(data)
-            elif self.transport is not None:  # the protocol asks to close the TCP connection
+                out.append(data)
+                continue
+            if out:  # then the protocol asks to close the TCP connection
+                self._write(b"".join(out))
+            if self.transport is not None:
                 self.transport.close()
                 self._finish()
-                return
+            return
+        self._write(b"".join(out))
 
     def send_ws(self, message: bytes | str) -> None:
         protocol = self._ws
         if protocol is None or self._closed:
             return
-        try:
-            if isinstance(message, str):
-                protocol.send_text(message.encode())
-            else:
-                protocol.send_binary(message)
-        except InvalidState:  # closing
-            return
+        text = isinstance(message, str)
+        data = message.encode() if isinstance(message, str) else message
+        if (
+            protocol.state is State.OPEN
+            and not protocol.extensions
+            and not protocol.expect_continuation_frame
+        ):
+            # framed here (RFC 6455 5.2, unmasked): websockets' Frame and BytesIO cost
+            # about as much as encoding a small reply. The protocol keeps no state of the
+            # data frames it sends; what it queued (a pong) goes first, in order.
+            out = self._out
+            out += protocol.data_to_send()
+            out.append(_frame_head(0x1 if text else 0x2, len(data)))
+            out.append(data)
+        else:
+            try:
+                if text:
+                    protocol.send_text(data)
+                else:
+                    protocol.send_binary(data)
+            except InvalidState:  # closing
+                return
+        if self._holding:  # written with the rest of this read's output, unless it grows
+            self._held += len(message)
+            if self._held < _HOLD_BYTES:
+                return
+            self._held = 0
         self._flush_ws()
 
     def close_ws(self, code: int, reason: str) -> None:
@@ -936,6 +983,15 @@ def _frame_header(data: memoryview, pos: int) -> tuple[int, int, int, bytes] | N
         mask = bytes(data[at : at + 4])
         at += 4
     return first, length, at - pos, mask
+
+
+def _frame_head(opcode: int, length: int) -> bytes:
+    """The head of a final, unmasked frame of ``length`` bytes (RFC 6455 5.2)."""
+    if length < 126:
+        return bytes((0x80 | opcode, length))
+    if length < 65536:
+        return struct.pack("!BBH", 0x80 | opcode, 126, length)
+    return struct.pack("!BBQ", 0x80 | opcode, 127, length)
 
 
 # ----------------------------------------------------------------------------- HTTP
