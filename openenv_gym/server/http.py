@@ -599,14 +599,14 @@ class _Connection(asyncio.Protocol):
                 self._rx_pass -= len(data)
                 self._ws_frames(data)
                 return
-            if not self._rx_pass and not self._rx_cut and _one_small_frame(data):
-                first = data[0]  # the usual read: one whole small masked frame
-                if first & 0x0F in (Opcode.TEXT.value, Opcode.BINARY.value):
-                    self._rx_fragmented = not first & 0x80
-                elif first & 0x8F == 0x80:  # a final continuation frame
-                    self._rx_fragmented = False
-                self._ws_frames(data)
-                return
+            if not self._rx_pass and not self._rx_cut:
+                # the usual read: one whole small masked frame (a JSON client's request
+                # comes behind its ping: two)
+                fragmented = _small_frames(data, self._rx_fragmented)
+                if fragmented is not None:
+                    self._rx_fragmented = fragmented
+                    self._ws_frames(data)
+                    return
         if self._rx_cut:
             data, self._rx_cut = self._rx_cut + data, b""
         view = memoryview(data)
@@ -945,14 +945,28 @@ class _LargeMessage:
         self.buf = bytearray()
 
 
-def _one_small_frame(data: bytes) -> bool:
-    """Whether ``data`` is exactly one masked frame of at most 65,535 bytes of payload."""
-    if len(data) < 6 or not data[1] & 0x80:
-        return False
-    length = data[1] & 0x7F
-    if length < 126:
-        return len(data) == length + 6
-    return length == 126 and len(data) == int.from_bytes(data[2:4], "big") + 8
+def _small_frames(data: bytes, fragmented: bool) -> bool | None:
+    """Whether a fragmented message is open after ``data`` (``fragmented``: before it).
+
+    None unless ``data`` is whole masked frames of at most 65,535 bytes of payload each.
+    """
+    pos, end = 0, len(data)
+    while pos < end:
+        if end - pos < 6 or not data[pos + 1] & 0x80:
+            return None
+        first, length = data[pos], data[pos + 1] & 0x7F
+        if length < 126:
+            pos += length + 6
+        elif length == 126 and end - pos >= 8:
+            pos += int.from_bytes(data[pos + 2 : pos + 4], "big") + 8
+        else:
+            return None
+        opcode = first & 0x0F
+        if opcode in (0x1, 0x2):  # text, binary: a fragmented message opens unless final
+            fragmented = not first & 0x80
+        elif opcode == 0x0 and first & 0x80:  # a final continuation frame
+            fragmented = False
+    return fragmented if pos == end else None
 
 
 def _frame_header(data: memoryview, pos: int) -> tuple[int, int, int, bytes] | None:
