@@ -305,6 +305,7 @@ class _Connection(asyncio.Protocol):
         self._rx_fragmented = False  # a fragmented message is under way
         self._rx_message: _LargeMessage | None = None  # a large message read here
         self._timer: asyncio.TimerHandle | None = None
+        self._seen = 0.0  # loop time of the last WebSocket message (see _idle_expired)
         self._ping_timer: asyncio.TimerHandle | None = None
         self._ping_waiter: bytes | None = None
         self._writable = True
@@ -580,6 +581,7 @@ class _Connection(asyncio.Protocol):
             self._flush_ws()
             self._close_after_writing()
             return
+        self._seen = self.loop.time()
         self._arm(self.limits.idle_timeout, self._idle_expired)
         self._schedule_ping()
         self._channel = make_channel(_Socket(self))
@@ -600,6 +602,10 @@ class _Connection(asyncio.Protocol):
                 self._ws_frames(data)
                 return
             if not self._rx_pass and not self._rx_cut:
+                start = _whole_data_frame(data)
+                if start and self._parser_idle():  # a batched request: one data frame
+                    self._ws_message(data, start)
+                    return
                 # the usual read: one whole small masked frame (a JSON client's request
                 # comes behind its ping: two)
                 fragmented = _small_frames(data, self._rx_fragmented)
@@ -679,7 +685,7 @@ class _Connection(asyncio.Protocol):
             return
         if answered:
             message.drop()
-            self._arm(self.limits.idle_timeout, self._idle_expired)
+            self._seen = self.loop.time()
             logger.debug(
                 "message of %d bytes answered from its first %d bytes, %.3f ms after its "
                 "first bytes were read; dropping the rest",
@@ -712,16 +718,45 @@ class _Connection(asyncio.Protocol):
         self._deliver(data, message.text)
         self._flush_ws()
 
+    def _parser_idle(self) -> bool:
+        """Whether a data frame may skip websockets' parser: open, plain, no message under way.
+
+        Then the frame changes nothing in the protocol's state (websockets keeps none for
+        a final data frame), so handling it here is handling it there.
+        """
+        protocol = self._ws
+        return (
+            protocol is not None
+            and protocol.state is State.OPEN
+            and not protocol.extensions
+            and not self._rx_fragmented
+            and len(self._fragments) == 0
+        )
+
+    def _ws_message(self, frame: bytes, start: int) -> None:
+        """One whole data frame, its payload at ``start`` (:func:`_whole_data_frame`)."""
+        if len(frame) - start > self.limits.max_frame:
+            self._ws_frames(frame)  # websockets refuses it (1009)
+            return
+        payload = apply_mask(frame[start:], frame[start - 4 : start])
+        self._hold(self._deliver, payload, frame[0] == _WHOLE_TEXT)
+
     def _ws_frames(self, data: bytes) -> None:
         """Feed websockets' parser; handle the frames it completes."""
         protocol = self._ws
         assert protocol is not None
         protocol.receive_data(data)
-        # what the frames of one read produce (pongs, replies) leaves in one write: one
-        # syscall and one TCP segment, not one per frame (see send_ws)
+        self._hold(self._handle_frames, protocol.events_received())
+
+    def _hold(self, handle: Callable[..., None], *args: Any) -> None:
+        """``handle(*args)``, then one write of what it produced.
+
+        What the frames of one read produce (pongs, replies) leaves in one write: one
+        syscall and one TCP segment, not one per frame (see send_ws).
+        """
         self._holding = True
         try:
-            self._handle_frames(protocol.events_received())
+            handle(*args)
         finally:
             self._holding = False
             self._held = 0
@@ -756,7 +791,7 @@ class _Connection(asyncio.Protocol):
 
     def _deliver(self, data: bytes | str, text: bool) -> None:
         """Hand a whole message to the channel (``data`` may be text already decoded)."""
-        self._arm(self.limits.idle_timeout, self._idle_expired)
+        self._seen = self.loop.time()  # the idle timer is not re-armed per message
         channel = self._channel
         if channel is None:
             return
@@ -843,6 +878,12 @@ class _Connection(asyncio.Protocol):
         self.loop.call_later(5.0, self.abort)  # the peer has this long to answer
 
     def _idle_expired(self) -> None:
+        timeout = self.limits.idle_timeout
+        assert timeout is not None
+        left = self._seen + timeout - self.loop.time()
+        if left > 0:  # a message came since the timer was armed: wait for the rest
+            self._arm(left, self._idle_expired)
+            return
         logger.info("WebSocket closed: idle for %s s", self.limits.idle_timeout)
         self.close_ws(CloseCode.GOING_AWAY, "idle timeout")
 
@@ -943,6 +984,25 @@ class _LargeMessage:
         """Keep nothing more (the message was answered from its head)."""
         self.dropping = True
         self.buf = bytearray()
+
+
+_WHOLE_TEXT = 0x80 | Opcode.TEXT.value  # final, no extension bits
+_WHOLE_DATA = (_WHOLE_TEXT, 0x80 | Opcode.BINARY.value)
+
+
+def _whole_data_frame(data: bytes) -> int:
+    """Where the payload starts if ``data`` is exactly one frame, else 0.
+
+    The frame: final, text or binary, no extension bits, masked, at most 65,535 bytes.
+    """
+    if len(data) < 6 or data[0] not in _WHOLE_DATA or not data[1] & 0x80:
+        return 0
+    length = data[1] & 0x7F
+    if length < 126:
+        return 6 if len(data) == length + 6 else 0
+    if length == 126 and len(data) == int.from_bytes(data[2:4], "big") + 8:
+        return 8
+    return 0
 
 
 def _small_frames(data: bytes, fragmented: bool) -> bool | None:
