@@ -13,6 +13,7 @@ from __future__ import annotations
 import os
 import time
 
+from openenv_gym.server.environment import ObservationBatch
 from openenv_gym_servers.echo import EchoAction, EchoEnvironment, EchoObservation
 
 __all__ = ["BUSY_US", "BusyEnvironment", "burn"]
@@ -42,3 +43,13 @@ class BusyEnvironment(EchoEnvironment):
         """Burn the CPU time, then echo."""
         burn(BUSY_US)
         return super().step(action)
+
+    @classmethod
+    def step_batch(cls, envs: list[EchoEnvironment], actions: list[EchoAction]) -> ObservationBatch:
+        """Burn each step's CPU time, then echo them all (Echo's batched hook).
+
+        Without this override the runtime took Echo's ``step_batch`` and no step burned.
+        """
+        for _ in envs:
+            burn(BUSY_US)
+        return super().step_batch(envs, actions)

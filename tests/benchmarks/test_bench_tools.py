@@ -76,3 +76,22 @@ def test_plot_writes_the_png_and_exits_0(tmp_path):
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == str(out)
     assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_the_busy_env_burns_in_its_batched_step_too(monkeypatch):
+    """The runtime prefers a class's ``step_batch``: the busy env's must burn per step.
+
+    It inherited Echo's hook, so no step burned and the sharding / ray rows measured Echo.
+    """
+    import busy_env
+
+    from openenv_gym_servers.echo import EchoAction
+
+    burned: list[float] = []
+    monkeypatch.setattr(busy_env, "burn", burned.append)
+    envs = [busy_env.BusyEnvironment() for _ in range(3)]
+    for env in envs:
+        env.reset()
+    batch = busy_env.BusyEnvironment.step_batch(envs, [EchoAction(message="hi")] * 3)
+    assert burned == [busy_env.BUSY_US] * 3
+    assert batch is not None
