@@ -828,12 +828,30 @@ class _Connection(asyncio.Protocol):
                 out.append(data)
                 continue
             if out:  # then the protocol asks to close the TCP connection
-                self._write(b"".join(out))
+                self._write_joined(out)
             if self.transport is not None:
                 self.transport.close()
                 self._finish()
             return
-        self._write(b"".join(out))
+        self._write_joined(out)
+
+    def _write_joined(self, chunks: list[bytes]) -> None:
+        """The small chunks in one write; a large one on its own, never copied into a join.
+
+        A large reply held once more in a joined copy is what a peer that never reads
+        makes the server hold (``docs/security.md``).
+        """
+        small: list[bytes] = []
+        for data in chunks:
+            if len(data) < _HOLD_BYTES:
+                small.append(data)
+                continue
+            if small:
+                self._write(small[0] if len(small) == 1 else b"".join(small))
+                small = []
+            self._write(data)
+        if small:
+            self._write(small[0] if len(small) == 1 else b"".join(small))
 
     def send_ws(self, message: bytes | str) -> None:
         protocol = self._ws
