@@ -215,8 +215,12 @@ def test_a_lost_server_is_restarted_once_for_all_its_instances(cluster: TwoNodes
         assert isinstance(provider, RayProvider)
         lost = factory.base_urls[0]
         assert a.env.unwrapped.base_url == c.env.unwrapped.base_url == lost
+        pid = provider.servers[0].pid
         ray.kill(provider.actors[0], no_restart=True)
         assert wait_until(lambda: not provider.alive(0))
+        # Ray calls the actor dead before its worker process has exited, and the server
+        # in it answers until then: wait for the process, or a's step may still be served
+        assert wait_until(lambda: gone([pid]))
         # a's episode ends truncated; the server comes back on a new port
         assert "The episode is over" in a.guess("crane")
         assert a.done
