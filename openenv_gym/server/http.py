@@ -38,7 +38,6 @@ import hmac
 import json
 import logging
 import os
-import struct
 import time
 import urllib.parse
 from collections.abc import Awaitable, Callable, Sequence
@@ -54,6 +53,8 @@ from websockets.http11 import Response as WsResponse
 from websockets.protocol import State
 from websockets.server import ServerProtocol
 from websockets.typing import Subprotocol
+
+from openenv_gym.protocol.frames import frame_head, parse_head
 
 try:
     from websockets.speedups import apply_mask
@@ -869,7 +870,7 @@ class _Connection(asyncio.Protocol):
             # data frames it sends; what it queued (a pong) goes first, in order.
             out = self._out
             out += protocol.data_to_send()
-            out.append(_frame_head(0x1 if text else 0x2, len(data)))
+            out.append(frame_head(0x1 if text else 0x2, len(data)))
             out.append(data)
         else:
             try:
@@ -1015,12 +1016,11 @@ def _whole_data_frame(data: bytes) -> int:
     """
     if len(data) < 6 or data[0] not in _WHOLE_DATA or not data[1] & 0x80:
         return 0
-    length = data[1] & 0x7F
-    if length < 126:
-        return 6 if len(data) == length + 6 else 0
-    if length == 126 and len(data) == int.from_bytes(data[2:4], "big") + 8:
-        return 8
-    return 0
+    head = parse_head(data, 0)
+    if head is None:
+        return 0
+    _, length, size = head
+    return size if size <= 8 and size + length == len(data) else 0
 
 
 def _small_frames(data: bytes, fragmented: bool) -> bool | None:
@@ -1030,15 +1030,13 @@ def _small_frames(data: bytes, fragmented: bool) -> bool | None:
     """
     pos, end = 0, len(data)
     while pos < end:
-        if end - pos < 6 or not data[pos + 1] & 0x80:
+        head = parse_head(data, pos)
+        if head is None or not data[pos + 1] & 0x80:
             return None
-        first, length = data[pos], data[pos + 1] & 0x7F
-        if length < 126:
-            pos += length + 6
-        elif length == 126 and end - pos >= 8:
-            pos += int.from_bytes(data[pos + 2 : pos + 4], "big") + 8
-        else:
+        first, length, size = head
+        if size > 8:  # a 64-bit length
             return None
+        pos += size + length
         opcode = first & 0x0F
         if opcode in (0x1, 0x2):  # text, binary: a fragmented message opens unless final
             fragmented = not first & 0x80
@@ -1052,38 +1050,12 @@ def _frame_header(data: memoryview, pos: int) -> tuple[int, int, int, bytes] | N
 
     The mask is ``b""`` for an unmasked frame (which websockets' parser refuses).
     """
-    available = len(data) - pos
-    if available < 2:
+    head = parse_head(data, pos)
+    if head is None:
         return None
-    first, second = data[pos], data[pos + 1]
-    length = second & 0x7F
-    at = pos + 2
-    if length == 126:
-        if available < 4:
-            return None
-        length = int.from_bytes(data[at : at + 2], "big")
-        at += 2
-    elif length == 127:
-        if available < 10:
-            return None
-        length = int.from_bytes(data[at : at + 8], "big")
-        at += 8
-    mask = b""
-    if second & 0x80:
-        if len(data) < at + 4:
-            return None
-        mask = bytes(data[at : at + 4])
-        at += 4
-    return first, length, at - pos, mask
-
-
-def _frame_head(opcode: int, length: int) -> bytes:
-    """The head of a final, unmasked frame of ``length`` bytes (RFC 6455 5.2)."""
-    if length < 126:
-        return bytes((0x80 | opcode, length))
-    if length < 65536:
-        return struct.pack("!BBH", 0x80 | opcode, 126, length)
-    return struct.pack("!BBQ", 0x80 | opcode, 127, length)
+    first, length, size = head
+    mask = bytes(data[pos + size - 4 : pos + size]) if data[pos + 1] & 0x80 else b""
+    return first, length, size, mask
 
 
 # ----------------------------------------------------------------------------- HTTP

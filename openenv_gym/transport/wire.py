@@ -34,7 +34,6 @@ import select
 import selectors
 import socket
 import ssl
-import struct
 import threading
 import time
 import urllib.parse
@@ -64,6 +63,7 @@ from openenv_gym.exceptions import (
     RemoteProtocolError,
     RequestTimeoutError,
 )
+from openenv_gym.protocol.frames import frame_head, parse_head
 
 __all__ = [
     "MAX_MESSAGE",
@@ -281,14 +281,8 @@ class WebSocket:
             self._masks, at = os.urandom(_MASKS), 0  # unpredictable keys, fewer syscalls
         mask = self._masks[at : at + 4]
         self._mask_at = at + 4
-        length = len(payload)
         out = self._out
-        if length < 126:
-            out += bytes((0x80 | opcode, 0x80 | length))
-        elif length < 65536:
-            out += struct.pack("!BBH", 0x80 | opcode, 0xFE, length)
-        else:
-            out += struct.pack("!BBQ", 0x80 | opcode, 0xFF, length)
+        out += frame_head(opcode, len(payload), masked=True)
         out += mask
         out += apply_mask(payload, mask)
 
@@ -409,20 +403,13 @@ class WebSocket:
                 self._rx_left -= step
                 pos += step
                 continue
-            if end - pos < 2:
+            head = parse_head(data, pos)
+            if head is None:  # cut by the end of this read: wait for the rest
                 self._rx_cut, end = data[pos:], pos
                 break
-            first, second = data[pos], data[pos + 1]
-            length, at = second & 0x7F, pos + 2
-            if length == 126:
-                length, at = int.from_bytes(data[at : at + 2], "big"), at + 2
-            elif length == 127:
-                length, at = int.from_bytes(data[at : at + 8], "big"), at + 8
-            if second & 0x80:  # masked: not from a server (websockets refuses it)
-                at += 4
-            if at > end:
-                self._rx_cut, end = data[pos:], pos
-                break
+            first, length, size = head
+            second = data[pos + 1]  # its mask bit: not from a server (websockets refuses it)
+            at = pos + size
             stop = at + length
             opcode = first & 0x0F
             fragmented = self._rx_fragmented
