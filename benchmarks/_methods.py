@@ -32,7 +32,7 @@ import openenv_gym
 from openenv_gym.env import reply_info
 from openenv_gym.protocol.openenv import ObservationReceived
 from openenv_gym.providers import LocalProvider
-from openenv_gym.server.loader import load_env, resolve_models
+from openenv_gym.runtime.loader import load_env, resolve_models
 from openenv_gym.spaces import codec_for
 
 __all__ = ["InProcessEnv"]

@@ -40,7 +40,7 @@ from typing import Any
 
 from _harness import ActionPlan, ToolCallBench, run_async_worker, run_worker, watch_stdin_then
 
-from openenv_gym.server.openenv_app import as_openenv_environment as adapt
+from openenv_gym.runtime.openenv_app import as_openenv_environment as adapt
 
 __all__ = ["adapt"]
 
@@ -50,7 +50,7 @@ CONNECT_CHUNK = 64
 
 def _our_env(name: str) -> tuple[type, type, type, type]:
     if name == "echo":
-        from openenv_gym.server.environment import State
+        from openenv_gym.runtime.environment import State
         from openenv_gym_servers.echo import EchoAction, EchoEnvironment, EchoObservation
 
         return EchoEnvironment, EchoAction, EchoObservation, State

@@ -13,7 +13,7 @@ from __future__ import annotations
 import os
 import time
 
-from openenv_gym.server.environment import ObservationBatch
+from openenv_gym.runtime.environment import ObservationBatch
 from openenv_gym_servers.echo import EchoAction, EchoEnvironment, EchoObservation
 
 __all__ = ["BUSY_US", "BusyEnvironment", "burn"]

@@ -25,7 +25,7 @@ from openenv_gym import cli_ray
 from openenv_gym._version import __version__
 from openenv_gym.config import Timeouts, env_flag, parse_count, parse_seconds
 from openenv_gym.exceptions import ConfigurationError, OpenEnvGymError
-from openenv_gym.server.settings import ServerConfig, ServerMode, options
+from openenv_gym.runtime.settings import ServerConfig, ServerMode, options
 
 __all__ = ["main"]
 
@@ -270,8 +270,8 @@ def _watch_stdin(loop: asyncio.AbstractEventLoop, stop: asyncio.Event) -> None:
 
 
 async def _serve(args: argparse.Namespace) -> int:
-    from openenv_gym.server.app import EnvServer
-    from openenv_gym.server.loader import load_env
+    from openenv_gym.runtime.app import EnvServer
+    from openenv_gym.runtime.loader import load_env
 
     spec = args.env or args.name
     if not spec:

@@ -106,7 +106,7 @@ class ServerActor:
     Args:
         spec: A built-in server name (``wordle``) or ``package.module:Class``.
         token: The bearer token every request must carry.
-        options: More :class:`~openenv_gym.server.settings.ServerConfig` fields
+        options: More :class:`~openenv_gym.runtime.settings.ServerConfig` fields
             (``max_sessions=``, ...); the ``OPENENV_GYM_*`` variables of the actor's
             environment (``runtime_env={"env_vars": ...}``) apply below them.
 
@@ -119,8 +119,8 @@ class ServerActor:
 
         import ray
 
-        from openenv_gym.server.hosting import ServerThread
-        from openenv_gym.server.settings import ServerConfig
+        from openenv_gym.runtime.hosting import ServerThread
+        from openenv_gym.runtime.settings import ServerConfig
 
         host = ray.util.get_node_ip_address()
         config = ServerConfig.from_env(host=host, port=0, token=token, **options)

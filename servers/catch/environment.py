@@ -26,7 +26,7 @@ import random
 import uuid
 from typing import Any, ClassVar
 
-from openenv_gym.server.environment import Environment, EnvironmentMetadata
+from openenv_gym.runtime.environment import Environment, EnvironmentMetadata
 from openenv_gym_servers.catch.models import CatchAction, CatchObservation, CatchState
 
 __all__ = ["CatchEnvironment"]

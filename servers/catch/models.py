@@ -10,7 +10,7 @@ from typing import Any
 
 from pydantic import Field
 
-from openenv_gym.server.environment import Action, Observation, State
+from openenv_gym.runtime.environment import Action, Observation, State
 
 __all__ = [
     "CatchAction",

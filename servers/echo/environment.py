@@ -11,7 +11,7 @@ from __future__ import annotations
 import uuid
 from typing import Any, ClassVar
 
-from openenv_gym.server.environment import (
+from openenv_gym.runtime.environment import (
     Environment,
     EnvironmentMetadata,
     ObservationBatch,

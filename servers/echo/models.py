@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pydantic import Field
 
-from openenv_gym.server.environment import Action, Observation
+from openenv_gym.runtime.environment import Action, Observation
 
 __all__ = ["EchoAction", "EchoObservation"]
 

@@ -58,7 +58,7 @@ import re
 import uuid
 from typing import Any, ClassVar
 
-from openenv_gym.server.environment import (
+from openenv_gym.runtime.environment import (
     Environment,
     EnvironmentMetadata,
     ObservationBatch,
@@ -413,7 +413,7 @@ class WordleEnvironment(Environment[WordleAction, WordleObservation, WordleState
     def _observation(self, messages: list[WordleMessage], reward: float) -> WordleObservation:
         """The observation of the latest reset or step; it shares nothing mutable with ``self``.
 
-        Built without validation (see :func:`~openenv_gym.server.environment.trusted`):
+        Built without validation (see :func:`~openenv_gym.runtime.environment.trusted`):
         every value below has its field's type, and ``messages`` is a fresh list.
         """
         return trusted(

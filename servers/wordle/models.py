@@ -5,7 +5,7 @@ OpenEnv calls them ``TextArenaAction``, ``TextArenaMessage``, ``TextArenaObserva
 unchanged. The JSON schemas have the same property names, types and required fields.
 
 The environment builds its messages and observations with
-:func:`openenv_gym.server.environment.trusted`, which skips
+:func:`openenv_gym.runtime.environment.trusted`, which skips
 validation: every value it passes is made by our own code and already of the field's type.
 Validated construction costs several microseconds per observation, more than the game itself.
 """
@@ -16,7 +16,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from openenv_gym.server.environment import Action, Observation, State
+from openenv_gym.runtime.environment import Action, Observation, State
 
 __all__ = [
     "TextArenaAction",

@@ -7,7 +7,7 @@ not touch, so two resets with the same seed look alike while the episodes differ
 step shows it: each guess is answered, letter by letter, with how far the secret's letter
 is in the alphabet, so the feedback tells secrets apart.
 
-:func:`serve` hosts a class on this project's :class:`~openenv_gym.server.app.EnvServer`,
+:func:`serve` hosts a class on this project's :class:`~openenv_gym.runtime.app.EnvServer`,
 on an event loop of its own thread, and yields the server's URL. :class:`OverAtResetEnv`
 ends every episode at reset (there is no step to compare).
 """
@@ -25,8 +25,8 @@ from typing import Any, ClassVar
 
 from pydantic import Field
 
-from openenv_gym.server.app import EnvServer, ServerConfig
-from openenv_gym.server.environment import Action, Environment, Observation, State
+from openenv_gym.runtime.app import EnvServer, ServerConfig
+from openenv_gym.runtime.environment import Action, Environment, Observation, State
 
 __all__ = ["PROMPT", "OverAtResetEnv", "SeedlessWordleEnv", "serve"]
 

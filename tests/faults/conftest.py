@@ -1,4 +1,4 @@
-"""Fixtures of tests/faults: the servers of tests/server (see openenv_gym_test_envs)."""
+"""Fixtures of tests/faults: the servers of tests/runtime (see openenv_gym_test_envs)."""
 
 import sys
 from pathlib import Path

@@ -32,7 +32,7 @@ from websockets.sync.client import ClientConnection, connect
 
 from openenv_gym.exceptions import OpenEnvGymError
 from openenv_gym.protocol.batch import SUBPROTOCOL, decode_frame, encode_frame
-from openenv_gym.server.environment import Action, Observation
+from openenv_gym.runtime.environment import Action, Observation
 from openenv_gym.transport.session import open_session
 
 TOKEN = "s3cret-T0ken"

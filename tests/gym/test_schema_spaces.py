@@ -21,7 +21,7 @@ from openenv_gym import ConfigurationError
 from openenv_gym.env import reply_info
 from openenv_gym.exceptions import RemoteProtocolError
 from openenv_gym.protocol.openenv import ObservationReceived
-from openenv_gym.server.environment import Action, Observation
+from openenv_gym.runtime.environment import Action, Observation
 from openenv_gym.spaces import (
     DEFAULT_TEXT_LENGTH,
     GENERIC,

@@ -19,7 +19,7 @@ from pydantic import BaseModel, Field
 
 from openenv_gym import ConfigurationError
 from openenv_gym.exceptions import RemoteProtocolError
-from openenv_gym.server.environment import Action, Observation
+from openenv_gym.runtime.environment import Action, Observation
 from openenv_gym.spaces import (
     CALL_TOOL,
     TOOL_TEXT_MAX,

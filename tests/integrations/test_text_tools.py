@@ -26,7 +26,7 @@ from openenv_gym.integrations.text import (
     text_interface,
 )
 from openenv_gym.integrations.trl import environment_factory
-from openenv_gym.server.environment import Action
+from openenv_gym.runtime.environment import Action
 from openenv_gym.spaces import TOOLS, Codec, codec_from_schema
 
 

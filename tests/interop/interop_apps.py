@@ -41,7 +41,7 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
-from openenv_gym.server.openenv_app import as_openenv_environment as adapt
+from openenv_gym.runtime.openenv_app import as_openenv_environment as adapt
 
 __all__ = ["APPS", "adapt", "build_app", "main"]
 
@@ -73,7 +73,7 @@ def _broken() -> tuple[Callable[[], Any], type, type, type]:
 
 
 def _echo() -> tuple[Callable[[], Any], type, type, type]:
-    from openenv_gym.server.environment import State
+    from openenv_gym.runtime.environment import State
     from openenv_gym_servers.echo import EchoAction, EchoEnvironment, EchoObservation
 
     return adapt(EchoEnvironment), EchoAction, EchoObservation, State

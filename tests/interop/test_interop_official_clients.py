@@ -39,7 +39,7 @@ from openenv.core.env_client import EnvClient
 from openenv.core.generic_client import GenericEnvClient
 from websockets.exceptions import ConnectionClosed, ConnectionClosedOK
 
-from openenv_gym.server.environment import State
+from openenv_gym.runtime.environment import State
 from openenv_gym_servers.catch import CatchAction, CatchEnvironment
 from openenv_gym_servers.echo import EchoAction, EchoEnvironment, EchoObservation
 from openenv_gym_servers.wordle import WordleAction, WordleEnvironment

@@ -34,7 +34,7 @@ from pydantic import TypeAdapter
 import openenv_gym  # noqa: F401 - registers the openenv/* ids
 from openenv_gym.env import fetch_schema
 from openenv_gym.exceptions import ServerValidationError
-from openenv_gym.server.loader import resolve_models
+from openenv_gym.runtime.loader import resolve_models
 from openenv_gym.spaces import TOOLS, is_mcp_schema
 from openenv_gym.transport.session import open_session
 

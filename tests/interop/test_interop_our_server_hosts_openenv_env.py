@@ -39,7 +39,7 @@ from openenv_gym.exceptions import (
     ExecutionError,
     ServerValidationError,
 )
-from openenv_gym.server.loader import EnvModels, resolve_models
+from openenv_gym.runtime.loader import EnvModels, resolve_models
 from openenv_gym.vector import OpenEnvVectorEnv
 
 pytestmark = pytest.mark.openenv

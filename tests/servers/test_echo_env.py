@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from pydantic import ValidationError
 
-from openenv_gym.server.environment import State
+from openenv_gym.runtime.environment import State
 from openenv_gym_servers.echo import EchoAction, EchoEnvironment, EchoObservation
 
 
@@ -81,7 +81,7 @@ def test_observations_built_without_validation_equal_validated_ones() -> None:
 
 
 def test_step_batch_gives_what_step_gives() -> None:
-    from openenv_gym.server.columns import batch_table, result_table
+    from openenv_gym.runtime.columns import batch_table, result_table
 
     batch_envs = [EchoEnvironment() for _ in range(3)]
     model_envs = [EchoEnvironment() for _ in range(3)]

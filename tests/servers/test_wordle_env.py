@@ -10,7 +10,7 @@ import msgpack
 import pytest
 from pydantic import BaseModel, ValidationError
 
-from openenv_gym.server.environment import Environment, trusted
+from openenv_gym.runtime.environment import Environment, trusted
 from openenv_gym.spaces import codec_for
 from openenv_gym_servers.wordle import (
     TextArenaAction,
@@ -700,7 +700,7 @@ def _same_wire(
     observations: list[WordleObservation],
 ) -> None:
     """The hook's batch is what the runtime would send for the per-instance observations."""
-    from openenv_gym.server.columns import batch_table, result_table
+    from openenv_gym.runtime.columns import batch_table, result_table
 
     assert not batch.errors
     n = len(observations)

@@ -1,4 +1,4 @@
-"""Fixtures of tests/transport: the servers of tests/server (see openenv_gym_test_envs)."""
+"""Fixtures of tests/transport: the servers of tests/runtime (see openenv_gym_test_envs)."""
 
 import sys
 from pathlib import Path

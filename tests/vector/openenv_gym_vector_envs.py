@@ -34,7 +34,7 @@ import numpy as np
 from gymnasium import spaces
 from pydantic import Field
 
-from openenv_gym.server.environment import Action, Environment, Observation, State
+from openenv_gym.runtime.environment import Action, Environment, Observation, State
 from openenv_gym.spaces import Codec
 
 HERE = Path(__file__).resolve().parent

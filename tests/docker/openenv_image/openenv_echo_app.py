@@ -12,8 +12,8 @@ from typing import Any
 import uvicorn
 from openenv.core.env_server.http_server import create_app
 
-from openenv_gym.server.environment import State
-from openenv_gym.server.openenv_app import as_openenv_environment
+from openenv_gym.runtime.environment import State
+from openenv_gym.runtime.openenv_app import as_openenv_environment
 from openenv_gym_servers.echo import EchoAction, EchoEnvironment, EchoObservation
 
 kwargs: dict[str, Any] = {"max_concurrent_envs": int(os.environ.get("MAX_SESSIONS", "64"))}

@@ -16,7 +16,7 @@ from openenv_gym._http import get_json
 from openenv_gym._version import __version__
 from openenv_gym.cli import main
 from openenv_gym.protocol.batch import decode_frame, encode_frame
-from openenv_gym.server.settings import options
+from openenv_gym.runtime.settings import options
 
 URL_LINE = re.compile(r"http://127\.0\.0\.1:(\d+)")
 

@@ -44,13 +44,13 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model
 
 from openenv_gym._version import __version__
-from openenv_gym.server.environment import EnvironmentMetadata
-from openenv_gym.server.errors import describe, validation_errors, wire_safe
-from openenv_gym.server.http import HttpRequest, HttpResponse, json_response
-from openenv_gym.server.loader import EnvModels
-from openenv_gym.server.mcp import Attachment, JsonRpcRequest, JsonRpcResponse, McpEndpoint
-from openenv_gym.server.openapi import Operation, openapi_document
-from openenv_gym.server.settings import ServerMode
+from openenv_gym.runtime.environment import EnvironmentMetadata
+from openenv_gym.runtime.errors import describe, validation_errors, wire_safe
+from openenv_gym.runtime.http import HttpRequest, HttpResponse, json_response
+from openenv_gym.runtime.loader import EnvModels
+from openenv_gym.runtime.mcp import Attachment, JsonRpcRequest, JsonRpcResponse, McpEndpoint
+from openenv_gym.runtime.openapi import Operation, openapi_document
+from openenv_gym.runtime.settings import ServerMode
 
 __all__ = [
     "API_VERSION",
@@ -63,7 +63,7 @@ __all__ = [
     "StepResponse",
 ]
 
-logger = logging.getLogger("openenv_gym.server")
+logger = logging.getLogger("openenv_gym.runtime")
 
 API_VERSION = "1.0.0"
 """``info.version`` of the OpenAPI document: the version of OpenEnv's HTTP API served (what
@@ -491,7 +491,7 @@ def _json(status: int, payload: Any) -> HttpResponse:
     """A response that is always valid JSON.
 
     What JSON cannot carry (NaN, bytes, sets...) is written as its ``repr``
-    (:func:`~openenv_gym.server.errors.wire_safe`).
+    (:func:`~openenv_gym.runtime.errors.wire_safe`).
     """
     try:
         text = json.dumps(payload, separators=(",", ":"), allow_nan=False)

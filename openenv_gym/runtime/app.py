@@ -8,9 +8,9 @@ Endpoints (``docs/protocol.md``):
   batched protocol: many instances (slots) per connection.
 * every plain HTTP request (``/health``, ``/schema``, ``/metadata``, ``/openapi.json``,
   ``POST /mcp``, and in simulation mode ``POST /reset``, ``POST /step``, ``GET /state``)
-  -- OpenEnv's HTTP API, :mod:`openenv_gym.server.httpapi`.
+  -- OpenEnv's HTTP API, :mod:`openenv_gym.runtime.httpapi`.
 
-Connections, HTTP and limits are :mod:`openenv_gym.server.http`'s; this module hosts the
+Connections, HTTP and limits are :mod:`openenv_gym.runtime.http`'s; this module hosts the
 environment. Capacity (``max_sessions``) counts live instances over both endpoints.
 Environment calls run on the event loop, a request's slots in chunks: between two chunks
 other connections get their turn, so one large request never stalls them.
@@ -34,30 +34,30 @@ from pydantic import BaseModel, TypeAdapter, ValidationError
 from openenv_gym.exceptions import LocalProtocolError
 from openenv_gym.protocol import batch as bp
 from openenv_gym.protocol import openenv as op
-from openenv_gym.server.columns import batch_table, result_table
-from openenv_gym.server.environment import EnvironmentMetadata, ObservationBatch
-from openenv_gym.server.errors import (
+from openenv_gym.runtime.columns import batch_table, result_table
+from openenv_gym.runtime.environment import EnvironmentMetadata, ObservationBatch
+from openenv_gym.runtime.errors import (
     describe,
     execution_error,
     validation_error,
     validation_errors,
     wire_safe,
 )
-from openenv_gym.server.http import (
+from openenv_gym.runtime.http import (
     HttpRequest,
     HttpResponse,
     Socket,
     WebSocketServer,
     json_response,
 )
-from openenv_gym.server.httpapi import EnvHost, HttpApi
-from openenv_gym.server.loader import EnvModels, resolve_models
-from openenv_gym.server.mcp import Attachment, close_env
-from openenv_gym.server.settings import SERVER_NAME, ServerConfig
+from openenv_gym.runtime.httpapi import EnvHost, HttpApi
+from openenv_gym.runtime.loader import EnvModels, resolve_models
+from openenv_gym.runtime.mcp import Attachment, close_env
+from openenv_gym.runtime.settings import SERVER_NAME, ServerConfig
 
 __all__ = ["EnvServer", "ServerConfig"]
 
-logger = logging.getLogger("openenv_gym.server")
+logger = logging.getLogger("openenv_gym.runtime")
 
 CHUNK = 64
 """Slots of one request stepped before other connections get a turn (if 2 ms passed)."""
@@ -189,7 +189,7 @@ class EnvServer:
 
     # ------------------------------------------------------------------ HTTP
     def handle_http(self, request: HttpRequest) -> HttpResponse | Awaitable[HttpResponse]:
-        """Answer a plain request (:mod:`openenv_gym.server.httpapi`)."""
+        """Answer a plain request (:mod:`openenv_gym.runtime.httpapi`)."""
         return self.http_api.handle(request)
 
     def open_channel(

@@ -140,7 +140,7 @@ def test_batch_rewards_are_float64(env_server):
 
 def test_close_raising_still_frees_the_slot(env_server, caplog):
     running = env_server(OddEnv)
-    caplog.set_level(logging.WARNING, logger="openenv_gym.server")
+    caplog.set_level(logging.WARNING, logger="openenv_gym.runtime")
     with json_ws(running.ws()) as ws:
         ws.send('{"type":"close"}')
         with pytest.raises(ConnectionClosedOK):

@@ -10,7 +10,7 @@ import pytest
 from openenv_gym_test_envs import DuckEnv, PingAction, PingEnv, PingObservation, PingState
 
 from openenv_gym._http import get_json
-from openenv_gym.server.environment import EnvironmentMetadata, Observation, State
+from openenv_gym.runtime.environment import EnvironmentMetadata, Observation, State
 
 
 def get(base_url: str, path: str) -> tuple[int, str, str]:

@@ -28,7 +28,7 @@ import numpy as np
 from pydantic import BaseModel, PydanticSchemaGenerationError, TypeAdapter
 
 from openenv_gym.protocol import batch as bp
-from openenv_gym.server.environment import ObservationBatch
+from openenv_gym.runtime.environment import ObservationBatch
 
 __all__ = ["batch_table", "result_table"]
 

@@ -32,9 +32,9 @@ from websockets.sync.client import connect
 
 from openenv_gym._version import __version__
 from openenv_gym.exceptions import ConfigurationError
-from openenv_gym.server.httpapi import API_VERSION
-from openenv_gym.server.mcp import parse_call
-from openenv_gym.server.settings import ServerConfig, ServerMode
+from openenv_gym.runtime.httpapi import API_VERSION
+from openenv_gym.runtime.mcp import parse_call
+from openenv_gym.runtime.settings import ServerConfig, ServerMode
 
 CONTROL = ("/reset", "/step", "/state")
 

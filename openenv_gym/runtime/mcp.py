@@ -37,10 +37,10 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel, Field
 
-from openenv_gym.server.errors import describe, wire_safe
+from openenv_gym.runtime.errors import describe, wire_safe
 
 if TYPE_CHECKING:
-    from openenv_gym.server.httpapi import EnvHost
+    from openenv_gym.runtime.httpapi import EnvHost
 
 __all__ = [
     "Attachment",
@@ -56,7 +56,7 @@ __all__ = [
     "rpc_result",
 ]
 
-logger = logging.getLogger("openenv_gym.server")
+logger = logging.getLogger("openenv_gym.runtime")
 
 
 class JsonRpcCode(enum.IntEnum):

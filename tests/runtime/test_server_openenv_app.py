@@ -12,7 +12,7 @@ import importlib.util
 import pytest
 
 from openenv_gym.exceptions import ConfigurationError
-from openenv_gym.server.openenv_app import as_openenv_environment
+from openenv_gym.runtime.openenv_app import as_openenv_environment
 from openenv_gym_servers.echo import EchoAction, EchoEnvironment
 
 

@@ -22,7 +22,7 @@ from openenv_gym.protocol import openenv as op
 
 __all__ = ["describe", "execution_error", "validation_error", "validation_errors", "wire_safe"]
 
-logger = logging.getLogger("openenv_gym.server")
+logger = logging.getLogger("openenv_gym.runtime")
 
 _REPR = reprlib.Repr()
 _REPR.maxstring = _REPR.maxother = 200

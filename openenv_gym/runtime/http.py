@@ -72,7 +72,7 @@ __all__ = [
     "json_response",
 ]
 
-logger = logging.getLogger("openenv_gym.server")
+logger = logging.getLogger("openenv_gym.runtime")
 
 _MAX_HEAD = 16 * 1024
 

@@ -1,4 +1,4 @@
-"""Small environments and server harnesses shared by tests/server and tests/transport.
+"""Small environments and server harnesses shared by tests/runtime and tests/transport.
 
 Not a test module (no ``test_`` prefix). Subprocess servers import it by name, e.g.
 ``python -m openenv_gym serve --env openenv_gym_test_envs:PingEnv`` with this directory on
@@ -16,7 +16,7 @@ Not a test module (no ``test_`` prefix). Subprocess servers import it by name, e
   blocking environment never stalls the client's loop.
 * :class:`ObservedEnvServer` -- ``EnvServer`` whose ``active`` count can be waited on.
 
-Fixtures (imported by the conftest.py files of tests/server and tests/transport):
+Fixtures (imported by the conftest.py files of tests/runtime and tests/transport):
 ``env_server`` (factory of in-process :class:`ObservedEnvServer`), ``ping_server``,
 ``ws_server`` (factory of raw ``websockets`` servers for fakes), ``cli_server`` (factory of
 ``python -m openenv_gym serve`` subprocesses; each is killed and reaped at teardown).
@@ -43,15 +43,15 @@ import pytest
 from pydantic import Field
 from websockets.asyncio.server import serve
 
-from openenv_gym.server.app import EnvServer, ServerConfig
-from openenv_gym.server.environment import (
+from openenv_gym.runtime.app import EnvServer, ServerConfig
+from openenv_gym.runtime.environment import (
     Action,
     Environment,
     EnvironmentMetadata,
     Observation,
     State,
 )
-from openenv_gym.server.loader import EnvModels
+from openenv_gym.runtime.loader import EnvModels
 
 T = TypeVar("T")
 

@@ -2,12 +2,12 @@
 
 OpenEnv's ``create_app`` accepts any class, but its WebSocket handler calls the
 ``reset_async`` / ``step_async`` that OpenEnv's ``Environment`` base class provides. So an
-environment written against :class:`openenv_gym.server.environment.Environment` (ours, or
+environment written against :class:`openenv_gym.runtime.environment.Environment` (ours, or
 any duck-typed one) is wrapped in a thin subclass of OpenEnv's base that delegates to one
 instance per session::
 
     from openenv.core.env_server.http_server import create_app
-    from openenv_gym.server.openenv_app import as_openenv_environment
+    from openenv_gym.runtime.openenv_app import as_openenv_environment
     from openenv_gym_servers.echo import EchoAction, EchoEnvironment, EchoObservation
 
     app = create_app(as_openenv_environment(EchoEnvironment), EchoAction, EchoObservation)

@@ -19,7 +19,7 @@ from websockets.sync.client import ClientConnection, connect
 
 from openenv_gym.exceptions import ConfigurationError
 from openenv_gym.protocol.batch import SUBPROTOCOL, decode_frame, encode_frame
-from openenv_gym.server.app import ServerConfig
+from openenv_gym.runtime.app import ServerConfig
 
 
 def raw_socket(port: int, timeout: float = 5.0) -> socket.socket:

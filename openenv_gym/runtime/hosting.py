@@ -16,13 +16,13 @@ from collections.abc import Callable
 
 from openenv_gym.config import env_flag
 from openenv_gym.exceptions import OpenEnvGymError
-from openenv_gym.server.app import EnvServer
-from openenv_gym.server.loader import load_env
-from openenv_gym.server.settings import ServerConfig
+from openenv_gym.runtime.app import EnvServer
+from openenv_gym.runtime.loader import load_env
+from openenv_gym.runtime.settings import ServerConfig
 
 __all__ = ["ServerThread"]
 
-logger = logging.getLogger("openenv_gym.server")
+logger = logging.getLogger("openenv_gym.runtime")
 
 
 def _new_loop() -> asyncio.AbstractEventLoop:
@@ -39,7 +39,7 @@ def _nothing() -> None:
 
 
 class ServerThread:
-    """One :class:`~openenv_gym.server.app.EnvServer` serving on a daemon thread.
+    """One :class:`~openenv_gym.runtime.app.EnvServer` serving on a daemon thread.
 
     Args:
         spec: A built-in server name (``wordle``) or ``package.module:Class``.

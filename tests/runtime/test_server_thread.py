@@ -8,8 +8,8 @@ import pytest
 
 from openenv_gym._http import get_json
 from openenv_gym.exceptions import AuthenticationError, ConfigurationError, OpenEnvGymError
-from openenv_gym.server.hosting import ServerThread
-from openenv_gym.server.settings import ServerConfig
+from openenv_gym.runtime.hosting import ServerThread
+from openenv_gym.runtime.settings import ServerConfig
 
 
 def test_serves_with_its_token_until_stopped() -> None:

@@ -17,7 +17,7 @@ from typing import Annotated, Any
 from pydantic import BaseModel, Discriminator, Tag
 
 from openenv_gym.exceptions import ConfigurationError
-from openenv_gym.server.environment import Observation, State
+from openenv_gym.runtime.environment import Observation, State
 
 __all__ = ["BUILTIN_SERVERS", "EnvModels", "load_env", "resolve_models"]
 

@@ -19,7 +19,7 @@ import pytest
 from websockets.frames import Frame, Opcode
 
 from openenv_gym.protocol.batch import SUBPROTOCOL, decode_frame, encode_frame
-from openenv_gym.server.http import MESSAGE_HEAD
+from openenv_gym.runtime.http import MESSAGE_HEAD
 
 BIG = "m" * (3 * MESSAGE_HEAD + 5)  # several reads, and not a multiple of the mask's 4
 
@@ -261,7 +261,7 @@ def test_a_trickled_large_message_is_held_in_one_buffer():
     """
     import tracemalloc
 
-    from openenv_gym.server.http import _LargeMessage
+    from openenv_gym.runtime.http import _LargeMessage
 
     size = 256 * 1024
     mask = b"\x01\x02\x03\x04"

@@ -13,8 +13,8 @@ import numpy as np
 import pytest
 
 from openenv_gym.protocol import batch as bp
-from openenv_gym.server.columns import batch_table
-from openenv_gym.server.environment import ObservationBatch
+from openenv_gym.runtime.columns import batch_table
+from openenv_gym.runtime.environment import ObservationBatch
 from openenv_gym_servers.echo.models import EchoObservation
 
 

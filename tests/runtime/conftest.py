@@ -1,4 +1,4 @@
-"""Fixtures of tests/server: in-process and subprocess servers (see openenv_gym_test_envs)."""
+"""Fixtures of tests/runtime: in-process and subprocess servers (see openenv_gym_test_envs)."""
 
 from openenv_gym_test_envs import (
     _fresh_lifecycle,
