@@ -5,7 +5,7 @@ from pathlib import Path
 
 # The test environments and server harnesses live beside the server tests; subprocess
 # servers import them from there too.
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "server"))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "runtime"))
 
 from openenv_gym_test_envs import (
     _fresh_lifecycle,
