@@ -1,7 +1,16 @@
 """Transport: every socket of the client, driven on the calling thread (no event loop).
 
 ``wire`` (one WebSocket over websockets' sans-I/O protocol), ``connection`` (a JSON
-``/ws`` session, a batched connection), ``shards`` and ``dispatch`` (a vector env's
-servers: one plan in, columnar outcomes out), ``session`` (a single env's session) and
-``keepalive`` (idle connections keep answering pings).
+``/ws`` session, a batched connection), ``raw`` (a raw socket for tools that probe a
+server, and the one place connections are closed or dropped), ``shards`` and ``dispatch``
+(a vector env's servers: one plan in, columnar outcomes out), ``session`` (a single env's
+session) and ``keepalive`` (idle connections keep answering pings).
+
+The package exports what a tool outside the env classes may use: the raw socket and the
+batched connection (``openenv-gym check`` is built on them).
 """
+
+from openenv_gym.transport.connection import BatchConnection, BatchUnsupportedError
+from openenv_gym.transport.raw import CloseFrame, RawSocket
+
+__all__ = ["BatchConnection", "BatchUnsupportedError", "CloseFrame", "RawSocket"]

@@ -42,6 +42,7 @@ from openenv_gym.exceptions import (
 from openenv_gym.protocol import batch as bp
 from openenv_gym.protocol import openenv as op
 from openenv_gym.transport import keepalive
+from openenv_gym.transport.raw import abort_websocket, close_websocket
 from openenv_gym.transport.wire import (
     HandshakeRefused,
     Pong,
@@ -345,20 +346,16 @@ class JsonSession:
     def close(self) -> None:
         """Send ``close`` and close the socket. Idempotent; never raises."""
         with self.ws.lock:
+            goodbye: Sequence[str] = ()
             if not self.closed:
                 self._proto.send_close()
-                try:
-                    for frame in self._proto.data_to_send():
-                        self.ws.queue(frame)
-                except ConnectionLostError:
-                    pass
-            self.ws.close(self.timeouts.close)
+                goodbye = self._proto.data_to_send()
+            close_websocket(self.ws, self.timeouts.close, goodbye)
 
     def abort(self) -> None:
         """Drop the socket at once (e.g. the caller gave up waiting)."""
         self._proto.connection_lost()
-        with self.ws.lock:
-            self.ws.abort()
+        abort_websocket(self.ws)
 
 
 class BatchConnection:
@@ -408,7 +405,7 @@ class BatchConnection:
             raise BatchUnsupportedError(f"{url}: HTTP {exc.status}") from exc
         version = bp.version_of(ws.subprotocol)
         if version is None or version not in versions:
-            ws.abort()
+            abort_websocket(ws)
             raise BatchUnsupportedError(f"{url}: no batched-protocol subprotocol selected")
         self = cls(ws, bp.BatchClient(f"openenv-gym/{__version__}", version=version), timeouts)
         self._proto.send_hello()
@@ -459,8 +456,7 @@ class BatchConnection:
             self._failure = failure
         self._proto.connection_lost()
         self._deadlines.clear()
-        with self.ws.lock:
-            self.ws.abort()
+        abort_websocket(self.ws)
 
     # ------------------------------------------------------------------ the two halves
     def send(
@@ -625,8 +621,7 @@ class BatchConnection:
         self._closed_by_client = True
         self._proto.connection_lost()
         self._deadlines.clear()
-        with self.ws.lock:
-            self.ws.close(self.timeouts.close)
+        close_websocket(self.ws, self.timeouts.close)
 
     def abort(self) -> None:
         """Drop the connection at once."""
