@@ -9,6 +9,7 @@
 from openenv_gym._version import __version__
 from openenv_gym.config import Timeouts
 from openenv_gym.env import OpenEnvEnv
+from openenv_gym.envs import EnvRecord
 from openenv_gym.exceptions import (
     AuthenticationError,
     CapacityError,
@@ -26,7 +27,7 @@ from openenv_gym.exceptions import (
     TransportError,
     UsageError,
 )
-from openenv_gym.registry import register_envs
+from openenv_gym.registry import register_environment, register_envs
 from openenv_gym.vector import OpenEnvVectorEnv
 
 __all__ = [
@@ -36,6 +37,7 @@ __all__ = [
     "ConnectError",
     "ConnectionLostError",
     "EnvErrorGroup",
+    "EnvRecord",
     "EpisodeOverError",
     "InvalidActionError",
     "OpenEnvEnv",
@@ -49,6 +51,7 @@ __all__ = [
     "TransportError",
     "UsageError",
     "__version__",
+    "register_environment",
     "register_envs",
 ]
 

@@ -7,6 +7,12 @@ install -e .``), else packed from the installed distribution itself (:func:`inst
 so the image runs the version that built it, never one fetched from an index. The image
 is ``servers/Dockerfile`` (shipped as ``openenv_gym_servers/Dockerfile``) built once per
 server with ``--build-arg SERVER=NAME``, tagged :func:`~openenv_gym.providers.docker.image_name`.
+
+What is built for an environment is its :class:`ImageRecipe` (:func:`image_recipe`): the
+shipped environments (their :class:`~openenv_gym.envs.EnvRecord` says ``image=True``) use
+the Dockerfile as it is; an environment added with
+:func:`openenv_gym.register_environment` gets its package's source copied into the image
+too, and the image serves its ``module:Class``.
 """
 
 from __future__ import annotations
@@ -15,17 +21,20 @@ import base64
 import collections
 import hashlib
 import io
+import json
 import logging
 import subprocess
 import sys
 import tarfile
 import tempfile
 import zipfile
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from importlib import metadata, resources
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from openenv_gym import envs
 from openenv_gym._version import __version__
 from openenv_gym.exceptions import ConfigurationError, ProviderError
 from openenv_gym.providers.docker import docker_client, image_name
@@ -33,12 +42,100 @@ from openenv_gym.providers.docker import docker_client, image_name
 if TYPE_CHECKING:
     import docker
 
-__all__ = ["SERVERS", "build_images", "build_wheelhouse", "installed_wheel"]
+__all__ = [
+    "SERVERS",
+    "ImageRecipe",
+    "build_context",
+    "build_images",
+    "build_wheelhouse",
+    "image_recipe",
+    "installed_wheel",
+]
 
 logger = logging.getLogger("openenv_gym.images")
 
-SERVERS = ("wordle", "echo", "catch")
-"""The servers an image is built for by default."""
+SERVERS: tuple[str, ...] = tuple(
+    name for name, record in envs.environments().items() if record.image
+)
+"""The servers an image is built for by default: the shipped environments'."""
+
+_SOURCES = "envs"
+"""Where an added environment's package goes in the build context and the image."""
+
+
+@dataclass(frozen=True)
+class ImageRecipe:
+    """How the image of one environment is built.
+
+    Attributes:
+        name: The environment (``openenv-gym serve NAME``).
+        tag: The image, :func:`~openenv_gym.providers.docker.image_name` of ``name``.
+        dockerfile: The Dockerfile: ``openenv_gym_servers/Dockerfile``, followed for an
+            added environment by the lines that copy its package in and serve it.
+        buildargs: ``--build-arg`` values (``SERVER``, ``BASE_IMAGE``).
+        labels: The image's labels.
+        sources: Directories to put in the build context, by their path in it (an added
+            environment's package under ``envs/``).
+    """
+
+    name: str
+    tag: str
+    dockerfile: bytes
+    buildargs: Mapping[str, str]
+    labels: Mapping[str, str]
+    sources: Mapping[str, Path] = field(default_factory=dict)
+
+
+def _package_dir(target: str) -> Path:
+    """The directory of the top-level package (or module) of ``module:Class``."""
+    import importlib
+
+    top = target.partition(":")[0].partition(".")[0]
+    try:
+        module = importlib.import_module(top)
+    except ImportError as exc:
+        raise ConfigurationError(f"cannot import {top!r} to copy it into the image: {exc}") from exc
+    file = getattr(module, "__file__", None)
+    if file is None:
+        raise ConfigurationError(f"{top!r} is not a package with files to copy into the image")
+    path = Path(file).resolve()
+    return path.parent if path.name == "__init__.py" else path
+
+
+def image_recipe(name: str, *, base_image: str | None = None) -> ImageRecipe:
+    """The recipe of the image of environment ``name`` (no Docker needed).
+
+    Raises:
+        ConfigurationError: No such environment, or one without an image.
+    """
+    record = envs.environment(name)
+    if record is None or not record.image:
+        known = [n for n, r in envs.environments().items() if r.image]
+        raise ConfigurationError(f"no image for {[name]}: choose from {', '.join(known)}")
+    dockerfile = (resources.files("openenv_gym_servers") / "Dockerfile").read_bytes()
+    buildargs = {"SERVER": record.name}
+    if base_image:
+        buildargs["BASE_IMAGE"] = base_image
+    sources: dict[str, Path] = {}
+    if record.name not in envs.builtin_names():
+        package = _package_dir(record.server)
+        where = f"{_SOURCES}/{package.name}"
+        sources[where] = package
+        # `openenv-gym serve NAME` finds the server as a child of register_environment does
+        served = json.dumps({record.name: [record.server, f"/opt/openenv-gym/{_SOURCES}"]})
+        dockerfile += (
+            "\n# an environment added with openenv_gym.register_environment: its package\n"
+            f"COPY {where} /opt/openenv-gym/{where}\n"
+            f"ENV OPENENV_GYM_ENVIRONMENTS='{served}'\n"
+        ).encode()
+    return ImageRecipe(
+        record.name,
+        image_name(record.name),
+        dockerfile,
+        buildargs,
+        {"openenv-gym.server": record.name, "openenv-gym.version": __version__},
+        sources,
+    )
 
 
 def _source_dir() -> Path | None:
@@ -184,15 +281,21 @@ def _stream_build(client: docker.DockerClient, tag: str, **build: Any) -> None:
             raise ProviderError(f"building {tag} failed: {detail}\n" + "\n".join(tail))
 
 
-def _context(wheelhouse: Path, dockerfile: bytes) -> io.BytesIO:
-    """A build context tar: the Dockerfile and ``build/wheelhouse`` only."""
+def _exclude_caches(info: tarfile.TarInfo) -> tarfile.TarInfo | None:
+    return None if "__pycache__" in info.name.split("/") else info
+
+
+def build_context(recipe: ImageRecipe, wheelhouse: Path) -> io.BytesIO:
+    """The build context tar of ``recipe``: its Dockerfile, ``build/wheelhouse`` and sources."""
     buffer = io.BytesIO()
     with tarfile.open(fileobj=buffer, mode="w") as tar:
         info = tarfile.TarInfo("Dockerfile")
-        info.size = len(dockerfile)
+        info.size = len(recipe.dockerfile)
         info.mode = 0o644
-        tar.addfile(info, io.BytesIO(dockerfile))
+        tar.addfile(info, io.BytesIO(recipe.dockerfile))
         tar.add(str(wheelhouse), arcname="build/wheelhouse")
+        for where, path in recipe.sources.items():
+            tar.add(str(path), arcname=where, filter=_exclude_caches)
     buffer.seek(0)
     return buffer
 
@@ -213,9 +316,11 @@ def build_images(
         ConfigurationError: An unknown server name.
         ProviderError: No docker package or engine, pip or the build failed.
     """
-    unknown = [n for n in names if n not in SERVERS]
+    known = [n for n, r in envs.environments().items() if r.image]
+    unknown = [n for n in names if n not in known]
     if unknown:
-        raise ConfigurationError(f"no image for {unknown}: choose from {', '.join(SERVERS)}")
+        raise ConfigurationError(f"no image for {unknown}: choose from {', '.join(known)}")
+    recipes = [image_recipe(n, base_image=base_image) for n in names]
     client = docker_client()
     import docker
 
@@ -223,26 +328,21 @@ def build_images(
         build_wheelhouse(wheelhouse)
     if not any(wheelhouse.glob("openenv_gym-*.whl")):
         raise ProviderError(f"no openenv-gym wheel in {wheelhouse}: build the wheelhouse first")
-    dockerfile = (resources.files("openenv_gym_servers") / "Dockerfile").read_bytes()
     tags = []
-    for name in names:
-        tag = image_name(name)
-        buildargs = {"SERVER": name}
-        if base_image:
-            buildargs["BASE_IMAGE"] = base_image
-        logger.info("building %s", tag)
+    for recipe in recipes:
+        logger.info("building %s", recipe.tag)
         try:
             _stream_build(
                 client,
-                tag,
-                fileobj=_context(wheelhouse, dockerfile),
+                recipe.tag,
+                fileobj=build_context(recipe, wheelhouse),
                 custom_context=True,
-                buildargs=buildargs,
+                buildargs=dict(recipe.buildargs),
                 rm=True,
                 forcerm=True,
-                labels={"openenv-gym.server": name, "openenv-gym.version": __version__},
+                labels=dict(recipe.labels),
             )
         except docker.errors.DockerException as exc:
-            raise ProviderError(f"building {tag} failed: {exc}") from exc
-        tags.append(tag)
+            raise ProviderError(f"building {recipe.tag} failed: {exc}") from exc
+        tags.append(recipe.tag)
     return tags

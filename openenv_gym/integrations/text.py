@@ -9,8 +9,9 @@ environment:
   the lockstep rollout and the vLLM loop, where the model answers in text);
 * how a **Gymnasium observation** becomes text for the model.
 
-:func:`text_interface` picks one for an environment: a hand-written one for the built-in
-envs (Wordle, Echo, Catch), one built from the server's action schema for
+:func:`text_interface` picks one for an environment: its own, when its
+:class:`~openenv_gym.envs.EnvRecord` has one (Wordle, Echo, Catch), one built from the
+server's action schema for
 ``openenv/Generic-v0``, and one built from the action space for any other Gymnasium env
 (Text, Discrete, or a Dict of those). Pass your own to override it.
 """
@@ -29,16 +30,10 @@ from typing import Any, Literal
 import numpy as np
 from gymnasium import spaces
 
+from openenv_gym import envs
 from openenv_gym.env import fetch_schema
 from openenv_gym.exceptions import ConfigurationError, InvalidActionError
-from openenv_gym.spaces import (
-    GENERIC,
-    McpTool,
-    ToolActions,
-    catch_grid,
-    schema_node,
-    to_printable,
-)
+from openenv_gym.spaces import GENERIC, McpTool, ToolActions, enum_action, schema_node
 
 __all__ = [
     "RESERVED_NAMES",
@@ -49,6 +44,8 @@ __all__ = [
     "interface_from_space",
     "interface_from_tools",
     "observation_to_text",
+    "strip_reasoning",
+    "text_answer",
     "text_interface",
 ]
 
@@ -232,7 +229,7 @@ def _jsonable(value: Any) -> Any:
 _THINK = re.compile(r"<think>.*?(</think>|$)", re.S)
 
 
-def _answer(text: str) -> str:
+def strip_reasoning(text: str) -> str:
     """The model's answer without its reasoning.
 
     What follows the last ``</think>`` (the template may have opened ``<think>`` in the
@@ -243,112 +240,16 @@ def _answer(text: str) -> str:
     return _THINK.sub("", text).strip()
 
 
-# ------------------------------------------------------------------ built-in envs
+def text_answer(text: str) -> str:
+    """A plain-text answer as a Text action: the answer less its reasoning.
 
-_BRACKETED = re.compile(r"\[([A-Za-z]+)\]")
-_WORD = re.compile(r"[A-Za-z]+")
-
-
-def _wordle_tool(args: Mapping[str, Any]) -> str:
-    word = str(args["word"]).strip()
-    return word if "[" in word else f"[{word}]"
-
-
-WORDLE_ACTION_MAX = 256
-"""Longest Wordle action (the action space's ``max_length``)."""
-
-
-def _wordle_parse(text: str) -> str:
-    """The last ``[word]`` of the answer, a bare word, or else the answer as it is.
-
-    An answer with no guess still goes to the game, which judges it as TextArena does (an
-    invalid move: a warning, and the game ends at the second one in a row).
+    Raises:
+        InvalidActionError: The answer is empty.
     """
-    answer = _answer(text)
-    found = _BRACKETED.findall(answer)
-    if found:
-        return f"[{found[-1].lower()}]"
-    if _WORD.fullmatch(answer):
-        return f"[{answer.lower()}]"
-    return to_printable(answer)[:WORDLE_ACTION_MAX] or "[]"
-
-
-def _wordle_text(obs: str) -> str:
-    # a step with no game message (the move that ended the game) shows the env id, as
-    # upstream's ``prompt`` field does: nothing to tell the model
-    return "" if obs == "Wordle-v0" else obs
-
-
-def _text_parse(text: str) -> str:
-    answer = _answer(text)
+    answer = strip_reasoning(text)
     if not answer:
         raise InvalidActionError("the answer is empty")
     return answer
-
-
-CATCH_DIRECTIONS = ("left", "stay", "right")
-_DIRECTION = re.compile(r"\b(left|stay|right)\b", re.I)
-
-
-def _catch_tool(args: Mapping[str, Any]) -> int:
-    direction = str(args["direction"]).strip().lower()
-    if direction not in CATCH_DIRECTIONS:
-        raise InvalidActionError(
-            f"direction must be one of {', '.join(CATCH_DIRECTIONS)}, got {direction!r}"
-        )
-    return CATCH_DIRECTIONS.index(direction)
-
-
-def _catch_parse(text: str) -> int:
-    found = _DIRECTION.findall(_answer(text))
-    if not found:
-        raise InvalidActionError("no move found: answer with left, stay or right")
-    return CATCH_DIRECTIONS.index(found[-1].lower())
-
-
-def _builtin(name: str) -> TextInterface | None:
-    if name == "wordle":
-        return TextInterface(
-            "guess",
-            "Guess the secret five-letter word of the Wordle game.",
-            (Param("word", str, "A five-letter English word, for example crane."),),
-            _wordle_tool,
-            _wordle_parse,
-            _wordle_text,
-            instructions="Answer with your guess: one five-letter word in square brackets, "
-            "for example [crane].",
-            returns="The feedback: G (right letter, right place), Y (in the word, elsewhere), "
-            "X (not in the word).",
-        )
-    if name == "echo":
-        return TextInterface(
-            "echo",
-            "Send a message to the echo environment, which echoes it back.",
-            (Param("message", str, "The message to send."),),
-            lambda args: str(args["message"]),
-            _text_parse,
-            str,
-            instructions="Answer with the message to send.",
-            returns="The echoed message.",
-        )
-    if name == "catch":
-        return TextInterface(
-            "move",
-            "Move the paddle on the bottom row to catch the falling ball.",
-            (
-                Param(
-                    "direction",
-                    Literal["left", "stay", "right"],
-                    "Where the paddle goes: left, stay or right.",
-                ),
-            ),
-            _catch_tool,
-            _catch_parse,
-            catch_grid,
-            instructions="Answer with one word: left, stay or right.",
-            returns="The board, top row first: '#' marks the ball and the paddle.",
-        )
-    return None
 
 
 # ------------------------------------------------------------------ any action space
@@ -422,21 +323,19 @@ Converter = Callable[[Any], Any]
 
 
 def _enum_converter(values: list[Any], space: spaces.Discrete) -> Converter:
-    """Enum value -> the Discrete action that ``codec_from_schema`` maps to it.
+    """Enum value -> the Discrete action ``codec_from_schema`` maps it to.
 
-    Integers are sorted (the action is ``start`` + their index: the value itself when
-    they are consecutive); other values keep schema order.
+    The one mapping of :func:`openenv_gym.spaces.enum_action` (``True`` and ``1`` apart).
     """
-    if all(isinstance(v, int) and not isinstance(v, bool) for v in values):
-        ordered = sorted(set(values))
-    else:
-        ordered = list(dict.fromkeys(values))
-    start = int(space.start)
+    mapped, action = enum_action(values)
+    shown = [v for v in values if v is not None]
+    offset = int(space.start) - int(mapped.start)  # 0 unless the user chose the space
 
     def convert(value: Any) -> int:
-        if value not in ordered:
-            raise InvalidActionError(f"{value!r} is not one of {ordered}")
-        return start + ordered.index(value)
+        found = action(value)
+        if found is None:
+            raise InvalidActionError(f"{value!r} is not one of {shown}")
+        return found + offset
 
     return convert
 
@@ -538,7 +437,7 @@ def interface_from_space(
         params = (param,)
         instructions = f"Answer with the action: {param.description}"
         if isinstance(action_space, spaces.Text):
-            parse = _text_parse
+            parse = text_answer
         elif isinstance(action_space, spaces.Discrete) and param.annotation is int:
             parse = _parse_int
         else:
@@ -560,7 +459,7 @@ _JSON_VALUE = re.compile(
 
 
 def _parse_int(text: str) -> int:
-    found = _INT.findall(_answer(text))
+    found = _INT.findall(strip_reasoning(text))
     if not found:
         raise InvalidActionError("no action found: answer with an integer")
     return int(found[-1])
@@ -575,7 +474,7 @@ def _json_parser(
     """
 
     def parse(text: str) -> Any:
-        answer = _answer(text)
+        answer = strip_reasoning(text)
         candidates = [answer, *reversed(_JSON_VALUE.findall(answer))]
         for candidate in candidates:
             try:
@@ -713,7 +612,7 @@ def _tool_call_parser(tools: tuple[Tool, ...], real: Mapping[str, str]) -> Calla
     listing = ", ".join(t.name for t in tools)
 
     def parse(text: str) -> Any:
-        answer = _answer(text)
+        answer = strip_reasoning(text)
         for candidate in [answer, *reversed(_JSON_VALUE.findall(answer))]:
             try:
                 value = json.loads(candidate)
@@ -806,10 +705,11 @@ def action_check(env: Any) -> Callable[[Any], bool]:
 def text_interface(env: Any, *, tool_name: str | None = None) -> TextInterface:
     """The :class:`TextInterface` of an environment (a ``gymnasium.Env`` or ``VectorEnv``).
 
-    Built-in envs get named tools (Wordle ``guess(word)``, Echo ``echo(message)``, Catch
-    ``move(direction)``); ``openenv/Generic-v0`` gets one built from its server's action
-    schema, or on an MCP server one per MCP tool (:func:`interface_from_tools`); any other
-    env one built from its action space.
+    An env whose record has a text interface gets it (Wordle ``guess(word)``, Echo
+    ``echo(message)``, Catch ``move(direction)``); ``openenv/Generic-v0`` gets one built
+    from its server's action schema (the one its codec was built from), or on an MCP
+    server one per MCP tool (:func:`interface_from_tools`); any other env one built from
+    its action space.
 
     Raises:
         ConfigurationError: No tool fits the env's action space.
@@ -820,15 +720,23 @@ def text_interface(env: Any, *, tool_name: str | None = None) -> TextInterface:
     tools = getattr(codec, "tool_actions", None)
     if isinstance(tools, ToolActions):
         return interface_from_tools(tools, tool_name=tool_name)
-    if isinstance(name, str):
-        builtin = _builtin(name)
-        if builtin is not None:
-            if tool_name is not None and tool_name != builtin.tool_name:
-                return replace(builtin, tool_name=tool_name)
-            return builtin
+    if isinstance(name, str) and name != GENERIC:
+        record = envs.environment(name)
+        own = record.make_text_interface() if record is not None else None
+        if own is not None:
+            if not isinstance(own, TextInterface):
+                raise ConfigurationError(
+                    f"the text interface factory of {name!r} made {own!r}, not a TextInterface"
+                )
+            if tool_name is not None and tool_name != own.tool_name:
+                return replace(own, tool_name=tool_name)
+            return own
     space = getattr(env, "single_action_space", None) or env.action_space
     schema = None
-    if name == GENERIC:
+    built_from = getattr(codec, "schema", None)
+    if isinstance(built_from, Mapping):  # the /schema body the codec was built from
+        schema = built_from.get("action")
+    elif name == GENERIC:
         url = getattr(unwrapped, "base_url", None) or unwrapped.base_urls[0]
         schema = fetch_schema(url, headers=unwrapped.request_headers(0)).get("action")
     return interface_from_space(space, schema=schema, tool_name=tool_name)

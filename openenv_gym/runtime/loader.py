@@ -1,8 +1,10 @@
 """Find an environment class by name and the Pydantic models it speaks.
 
-``wordle`` / ``echo`` / ``catch`` name the environments we ship; ``package.module:Class``
-names any class following OpenEnv's ``Environment`` interface, including classes written
-against ``openenv.core.env_server.Environment``.
+A name (``wordle``, ``echo``, ``catch``, or one added with
+:func:`openenv_gym.register_environment`) is looked up in the
+:class:`~openenv_gym.envs.EnvRecord` table; ``package.module:Class`` names any class
+following OpenEnv's ``Environment`` interface, including classes written against
+``openenv.core.env_server.Environment``.
 """
 
 from __future__ import annotations
@@ -10,22 +12,37 @@ from __future__ import annotations
 import importlib
 import inspect
 import typing
-from collections.abc import Callable
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Annotated, Any
 
 from pydantic import BaseModel, Discriminator, Tag
 
+from openenv_gym import envs
 from openenv_gym.exceptions import ConfigurationError
 from openenv_gym.runtime.environment import Observation, State
 
 __all__ = ["BUILTIN_SERVERS", "EnvModels", "load_env", "resolve_models"]
 
-BUILTIN_SERVERS: dict[str, str] = {
-    "wordle": "openenv_gym_servers.wordle:WordleEnvironment",
-    "echo": "openenv_gym_servers.echo:EchoEnvironment",
-    "catch": "openenv_gym_servers.catch:CatchEnvironment",
-}
+
+class _Servers(Mapping[str, str]):
+    """Name -> ``module:Class`` of every environment in the record table, read live."""
+
+    def __getitem__(self, name: str) -> str:
+        record = envs.environment(name) if isinstance(name, str) else None
+        if record is None:
+            raise KeyError(name)
+        return record.server
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(envs.environments())
+
+    def __len__(self) -> int:
+        return len(envs.environments())
+
+
+BUILTIN_SERVERS: Mapping[str, str] = _Servers()
+"""The server class of each named environment (from :mod:`openenv_gym.envs`)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -49,15 +66,27 @@ class EnvModels:
 
 
 def load_env(spec: str) -> Callable[[], Any]:
-    """Import an environment class from a built-in name or ``module:attribute``.
+    """Import an environment class from a name in the record table or ``module:attribute``.
 
     Raises:
         ConfigurationError: Unknown name, missing module or attribute.
     """
-    target = BUILTIN_SERVERS.get(spec.lower(), spec)
-    module_name, sep, attr = target.partition(":")
-    if not sep or not module_name or not attr:
-        known = ", ".join(sorted(BUILTIN_SERVERS))
+    record = envs.environment(spec)
+    if record is not None:
+        target = record.server
+    elif ":" in spec:
+        target = spec
+    else:
+        exported = envs.exported_server(spec)
+        if exported is None:
+            known = ", ".join(sorted(envs.environments()))
+            raise ConfigurationError(
+                f"unknown environment {spec!r}: use one of {known} or module:Class"
+            )
+        target = exported
+    module_name, _, attr = target.partition(":")
+    if not module_name or not attr:
+        known = ", ".join(sorted(envs.environments()))
         raise ConfigurationError(
             f"unknown environment {spec!r}: use one of {known} or module:Class"
         )
