@@ -175,7 +175,7 @@ class JsonSession:
                 self._drain()
             if self._reply is not None:  # the server ended the session unasked (capacity...)
                 reply, self._reply = self._reply, None
-                self.ws.abort()
+                abort_websocket(self.ws)
                 assert isinstance(reply, op.ErrorReceived)
                 raise error_of(reply)
             queue()
@@ -222,7 +222,7 @@ class JsonSession:
                     proto.receive_data(message)
         except ProtocolError as exc:
             self._error = exc
-            self.ws.abort()
+            abort_websocket(self.ws)
             raise
         for event in proto.events_received():
             self._reply = event
