@@ -29,9 +29,9 @@ import psutil
 from _harness import ActionPlan, RolloutBench, ToolCallBench, run_async_worker, run_worker
 
 import openenv_gym
-from openenv_gym.env import reply_info
 from openenv_gym.protocol.openenv import ObservationReceived
 from openenv_gym.providers import LocalProvider
+from openenv_gym.replies import reply_info
 from openenv_gym.runtime.loader import load_env, resolve_models
 from openenv_gym.spaces import codec_for
 

@@ -40,25 +40,20 @@ from gymnasium.utils import seeding
 from gymnasium.vector import AutoresetMode, VectorEnv
 from gymnasium.vector.utils import batch_space, concatenate, create_empty_array
 
+from openenv_gym.assemble import (
+    Recipe,
+    assemble,
+    check_episode_args,
+    check_on_server_loss,
+    headers_for_server,
+    marked_spec,
+)
 from openenv_gym.config import (
     AutoresetModeName,
     OnServerLoss,
     ProtocolName,
     Timeouts,
     check_count,
-)
-from openenv_gym.env import (
-    bind_schema,
-    check_episode_args,
-    check_on_server_loss,
-    choose_codec,
-    fetch_schema,
-    headers_for_server,
-    local_server,
-    marked_spec,
-    reply_info,
-    serves_seeded,
-    wire_observation,
 )
 from openenv_gym.exceptions import (
     ActionBatchError,
@@ -76,8 +71,9 @@ from openenv_gym.exceptions import (
     WaitTimeoutError,
 )
 from openenv_gym.infos import InfoColumns, Nested, batch_info_columns, batch_infos
-from openenv_gym.providers import Provider, make_provider
-from openenv_gym.spaces import Codec, FieldSpaces, action_error, codec_from_schema
+from openenv_gym.providers import Provider
+from openenv_gym.replies import reply_info, wire_observation
+from openenv_gym.spaces import Codec, FieldSpaces, action_error
 from openenv_gym.transport.dispatch import Dispatcher, Pending, Request
 from openenv_gym.transport.session import resolve_protocol
 from openenv_gym.transport.shards import Outcome, Shard, connect_shard, connect_shards
@@ -244,9 +240,6 @@ class OpenEnvVectorEnv(VectorEnv[Any, Any, Any]):
         check_episode_args(max_episode_steps, render_mode, codec, headers)
         self._on_server_loss = check_on_server_loss(on_server_loss)
         mode = parse_autoreset_mode(autoreset_mode)
-        chosen = choose_codec(env, codec, action_fields, observation_fields, tool=tool)
-        name = local_server(chosen, server, provider, base_url)
-        self._seeded = serves_seeded(name, provider, base_url)
         self.num_envs = num_envs
         self.metadata = {"render_modes": ["ansi"], "render_fps": 4, "autoreset_mode": mode}
         self.render_mode = render_mode
@@ -262,32 +255,32 @@ class OpenEnvVectorEnv(VectorEnv[Any, Any, Any]):
                 raise ConfigurationError("give envs_per_server or envs_per_container, not both")
             envs_per_server = envs_per_container
         servers = self._count_servers(num_envs, num_servers, envs_per_server, base_url)
-        self._provider = make_provider(
-            name, provider=provider, base_url=base_url, num_servers=servers, **provider_options
-        )
         self._dispatcher = Dispatcher([])
-        try:
-            urls = self._provider.start()
-            self._tokens = self._tokens_per_server(token, len(urls))
-            self._headers = headers
-            per_server = [self.request_headers(k) for k in range(len(urls))]
-            headers = per_server[0]
-            if chosen is None:
-                schema = fetch_schema(urls[0], timeout=self._timeouts.connect, headers=headers)
-                chosen = codec_from_schema(
-                    schema,
-                    action_fields=action_fields,
-                    observation_fields=observation_fields,
-                    tool=tool,
-                )
-            elif chosen.bind_schema is not None:
-                bind_schema(chosen, urls[0], self._timeouts.connect, headers)
-            shards = connect_shards(
+        self._headers = headers
+        recipe = Recipe(
+            env,
+            codec=codec,
+            action_fields=action_fields,
+            observation_fields=observation_fields,
+            tool=tool,
+            server=server,
+            provider=provider,
+            base_url=base_url,
+            provider_options={**provider_options, "num_servers": servers},
+            headers=headers,
+            token=token,
+            timeouts=self._timeouts,
+        )
+        parts = assemble(
+            recipe,
+            lambda urls, per_server: connect_shards(
                 urls, num_envs, resolve_protocol(protocol), self._timeouts, per_server
-            )
-        except BaseException:
-            self._provider.close()
-            raise
+            ),
+        )
+        self._provider = parts.provider
+        self._tokens = parts.tokens
+        self._seeded = parts.seeded
+        shards, chosen = parts.connection, parts.codec
         self._dispatcher = Dispatcher(shards)
         self.codec = chosen
         self.single_observation_space = chosen.observation_space
@@ -323,20 +316,6 @@ class OpenEnvVectorEnv(VectorEnv[Any, Any, Any]):
         self._lost = np.zeros(num_envs, dtype=np.bool_)
 
     # ------------------------------------------------------------------ set-up
-    @staticmethod
-    def _tokens_per_server(
-        token: str | Sequence[str | None] | None, count: int
-    ) -> list[str | None]:
-        if token is None or isinstance(token, str):
-            return [token] * count
-        tokens = list(token)
-        if len(tokens) != count:
-            raise ConfigurationError(
-                f"token= lists {len(tokens)} tokens for {count} servers: give one, or one "
-                "per base_url"
-            )
-        return tokens
-
     def request_headers(self, k: int = 0) -> dict[str, str] | None:
         """The HTTP headers this env sends server ``k`` (its bearer token included).
 
@@ -379,7 +358,7 @@ class OpenEnvVectorEnv(VectorEnv[Any, Any, Any]):
 
         ``nondeterministic`` is True when determinism depends on the servers: any server
         but our own Wordle, Echo and Catch started by us
-        (:func:`~openenv_gym.env.serves_seeded`).
+        (:func:`~openenv_gym.assemble.serves_seeded`).
         """
         return self._spec
 

@@ -46,7 +46,8 @@ from typing import Any, ClassVar
 import gymnasium
 import numpy as np
 
-from openenv_gym.env import OpenEnvEnv, choose_codec, local_server
+from openenv_gym.assemble import Recipe, assemble
+from openenv_gym.env import OpenEnvEnv
 from openenv_gym.exceptions import (
     ConfigurationError,
     EpisodeOverError,
@@ -56,13 +57,7 @@ from openenv_gym.exceptions import (
 )
 from openenv_gym.integrations.lockstep import Lockstep, Turn, step_text
 from openenv_gym.integrations.text import TextInterface, Tool, action_check, text_interface
-from openenv_gym.providers import (
-    DockerProvider,
-    LocalProvider,
-    Provider,
-    RayProvider,
-    make_provider,
-)
+from openenv_gym.providers import DockerProvider, LocalProvider, Provider, RayProvider
 
 __all__ = [
     "EnvironmentFactory",
@@ -495,22 +490,18 @@ class EnvironmentFactory:
         options = _provider_options(provider, kwargs)
         _check_env_kwargs(kwargs, provider)  # before any server starts
         spec_kwargs = {**(self._spec.kwargs or {}), **kwargs}
-        env = str(spec_kwargs.get("env", "wordle"))
-        codec = choose_codec(
-            env,
-            spec_kwargs.get("codec"),
-            spec_kwargs.get("action_fields"),
-            spec_kwargs.get("observation_fields"),
+        recipe = Recipe(
+            str(spec_kwargs.get("env", "wordle")),
+            codec=spec_kwargs.get("codec"),
+            action_fields=spec_kwargs.get("action_fields"),
+            observation_fields=spec_kwargs.get("observation_fields"),
+            server=spec_kwargs.get("server"),
+            provider=provider,
+            provider_options=options,
         )
-        name = local_server(codec, spec_kwargs.get("server"), provider, None)
-        started = make_provider(name, provider=provider, **options)
-        try:
-            urls = started.start()
-        except BaseException:
-            started.close()
-            raise
-        runtime.provider = started
-        runtime.urls = list(urls)
+        started = assemble(recipe)  # servers only: each instance connects on its own
+        runtime.provider = started.provider
+        runtime.urls = started.urls
         kwargs.pop("server", None)
 
     def _make_env(self, runtime: _Runtime) -> Any:

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from openenv_gym.env import fetch_schema
+from openenv_gym.assemble import fetch_schema
 from openenv_gym.providers import LocalProvider
 from openenv_gym.spaces import codec_from_schema
 

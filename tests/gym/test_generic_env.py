@@ -12,7 +12,8 @@ from gymnasium.utils.env_checker import check_env
 
 import openenv_gym  # noqa: F401 - registers the ids
 from openenv_gym import ConfigurationError
-from openenv_gym.env import OpenEnvEnv, fetch_schema
+from openenv_gym.assemble import fetch_schema
+from openenv_gym.env import OpenEnvEnv
 from openenv_gym.exceptions import ExecutionError
 from openenv_gym.providers import LocalProvider
 from openenv_gym.spaces import codec_for

@@ -18,9 +18,9 @@ from hypothesis import strategies as st
 from pydantic import BaseModel, ConfigDict, Field
 
 from openenv_gym import ConfigurationError
-from openenv_gym.env import reply_info
 from openenv_gym.exceptions import RemoteProtocolError
 from openenv_gym.protocol.openenv import ObservationReceived
+from openenv_gym.replies import reply_info
 from openenv_gym.runtime.environment import Action, Observation
 from openenv_gym.spaces import (
     DEFAULT_TEXT_LENGTH,

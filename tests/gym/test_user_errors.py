@@ -297,8 +297,8 @@ def test_with_make_closes_the_env_and_its_server():
 def test_string_options_are_literal_types_listing_what_is_accepted():
     import typing
 
+    from openenv_gym.assemble import ON_SERVER_LOSS
     from openenv_gym.config import AutoresetModeName, OnServerLoss, ProtocolName
-    from openenv_gym.env import ON_SERVER_LOSS
     from openenv_gym.providers.ray import PLACEMENTS, Placement, RayProvider
     from openenv_gym.transport.session import Protocol
 

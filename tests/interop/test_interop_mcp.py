@@ -28,7 +28,8 @@ from interop_support import WIRE_METADATA, Server
 from openenv_mcp_envs import ECHO_READY, flag_for
 
 import openenv_gym  # noqa: F401 - registers the openenv/* ids
-from openenv_gym.env import OpenEnvEnv, fetch_schema, list_tools
+from openenv_gym.assemble import fetch_schema, list_tools
+from openenv_gym.env import OpenEnvEnv
 from openenv_gym.exceptions import ConfigurationError, EpisodeOverError
 from openenv_gym.integrations.trl import environment_factory
 from openenv_gym.spaces import TOOLS, is_mcp_schema

@@ -32,7 +32,7 @@ from openenv_mcp_envs import ECHO_READY, LineWalkEnvironment, McpEchoEnvironment
 from pydantic import TypeAdapter
 
 import openenv_gym  # noqa: F401 - registers the openenv/* ids
-from openenv_gym.env import fetch_schema
+from openenv_gym.assemble import fetch_schema
 from openenv_gym.exceptions import ServerValidationError
 from openenv_gym.runtime.loader import resolve_models
 from openenv_gym.spaces import TOOLS, is_mcp_schema

@@ -88,7 +88,7 @@ def test_a_misspelt_argument_fails_before_any_server_starts() -> None:
 
 
 def test_server_class_with_ray_is_allowed_but_not_with_docker() -> None:
-    from openenv_gym.env import local_server
+    from openenv_gym.assemble import local_server
 
     assert local_server(None, "pkg.mod:Env", "ray", None) == "pkg.mod:Env"
     with pytest.raises(ConfigurationError, match="any provider but 'local' and 'ray'"):
