@@ -244,7 +244,7 @@ def test_use_vllm_generates_through_trainer_vllm_generation(
 
 
 def test_env_turn_does_not_repeat_the_answers_turn_end(tokenizer: Any) -> None:
-    from openenv_gym.integrations.trl import _Template
+    from openenv_gym.integrations.trl.rollout import _Template
 
     template = _Template(tokenizer, {})
     im_end = tokenizer.convert_tokens_to_ids("<|im_end|>")
@@ -255,7 +255,7 @@ def test_env_turn_does_not_repeat_the_answers_turn_end(tokenizer: Any) -> None:
 
 
 def test_a_template_whose_turn_end_is_not_eos(tokenizer: Any) -> None:
-    from openenv_gym.integrations.trl import _Template
+    from openenv_gym.integrations.trl.rollout import _Template
 
     tok = copy.deepcopy(tokenizer)
     tok.add_tokens(["<end_of_turn>", "<start_of_turn>"], special_tokens=True)
@@ -274,7 +274,7 @@ def test_a_template_whose_turn_end_is_not_eos(tokenizer: Any) -> None:
 
 
 def test_no_chat_template_is_a_configuration_error(tokenizer: Any) -> None:
-    from openenv_gym.integrations.trl import _Template
+    from openenv_gym.integrations.trl.rollout import _Template
 
     tok = copy.deepcopy(tokenizer)
     tok.chat_template = None
