@@ -379,6 +379,7 @@ class BatchConnection:
         self._deadlines: dict[int, float | None] = {}
         self._failure: OpenEnvGymError | None = None
         self._closed_by_client = False
+        self._held = False  # hold(): frames queue until release()
         keepalive.track(ws)
 
     @classmethod
@@ -494,11 +495,33 @@ class BatchConnection:
             try:
                 for frame in self._proto.data_to_send():
                     ws.queue(frame)
-                ws.flush()
+                if not self._held:
+                    ws.flush()
             except ConnectionLostError as exc:
                 self._fail(exc)
         self._deadlines[rid] = deadline_after(self.timeouts.step)
         return rid
+
+    def hold(self) -> None:
+        """Queue the frames of the next :meth:`send` calls without writing them.
+
+        :meth:`release` writes them all at once: one write for a step's frames (a reset
+        frame and a step frame, say), so the server wakes once and reads them together.
+        """
+        self._held = True
+
+    def release(self) -> None:
+        """Write what :meth:`hold` kept back; a lost connection fails it (never raises)."""
+        if not self._held:
+            return
+        self._held = False
+        ws = self.ws
+        with ws.lock:
+            if self._failure is None:
+                try:
+                    ws.flush()
+                except ConnectionLostError as exc:
+                    self._fail(exc)
 
     def poll(self) -> None:
         """Read and decode what has arrived, never blocking (replies wait for :meth:`take`)."""

@@ -81,14 +81,27 @@ class Dispatcher:
         holds the error.
         """
         shards = self.shards
-        return [
-            Pending(
-                shards[r.shard],
-                shards[r.shard].send(r.op, r.positions, r.ids, r.args, r.numeric),
-                r.ids,
-            )
-            for r in requests
-        ]
+        if len(requests) == 1:
+            r = requests[0]
+            shard = shards[r.shard]
+            return [Pending(shard, shard.send(r.op, r.positions, r.ids, r.args, r.numeric), r.ids)]
+        # several frames for one server (a reset and a step frame, or frame_size windows)
+        # leave in one write: the server wakes once and reads them together
+        touched = [shards[k] for k in dict.fromkeys(r.shard for r in requests)]
+        for shard in touched:
+            shard.hold()
+        try:
+            return [
+                Pending(
+                    shards[r.shard],
+                    shards[r.shard].send(r.op, r.positions, r.ids, r.args, r.numeric),
+                    r.ids,
+                )
+                for r in requests
+            ]
+        finally:
+            for shard in touched:
+                shard.release()
 
     # ------------------------------------------------------------------ collect
     def collect(

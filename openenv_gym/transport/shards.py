@@ -179,6 +179,16 @@ class Shard(abc.ABC):
         for :meth:`take`, never raised here.
         """
 
+    def hold(self) -> None:  # noqa: B027 - optional: only frame-writing shards hold
+        """Keep the frames of the next :meth:`send` calls back until :meth:`release`.
+
+        A shard whose sends are not frames on one connection (JSON: one socket per
+        sub-env) writes each at once and ignores this.
+        """
+
+    def release(self) -> None:  # noqa: B027 - optional, as hold
+        """Write whatever :meth:`hold` kept back, in one write where it can. Never raises."""
+
     @property
     @abc.abstractmethod
     def sockets(self) -> list[WebSocket]:
@@ -256,6 +266,14 @@ class BatchShard(Shard):
         except (OpenEnvGymError, ValueError, TypeError) as exc:
             return _BatchTicket(op_, ids, None, exc)
         return _BatchTicket(op_, ids, rid)
+
+    def hold(self) -> None:
+        """See :meth:`Shard.hold`."""
+        self.conn.hold()
+
+    def release(self) -> None:
+        """See :meth:`Shard.release`."""
+        self.conn.release()
 
     def poll(self, ready: Sequence[WebSocket] | None = None) -> None:
         """See :meth:`Shard.poll`."""

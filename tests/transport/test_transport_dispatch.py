@@ -257,6 +257,69 @@ def test_collect_with_frames_split_per_shard(fleet):
         assert_echoed(Dispatcher.take(p), hello)
 
 
+class _CountingSocket:
+    """A real socket whose ``send`` calls are counted (everything else passes through)."""
+
+    def __init__(self, sock: socket.socket) -> None:
+        self._sock = sock
+        self.sends = 0
+
+    def send(self, data: Any) -> int:
+        self.sends += 1
+        return self._sock.send(data)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._sock, name)
+
+
+def test_several_frames_for_one_server_leave_in_one_write(fleet):
+    # a reset frame and a step frame (NEXT_STEP autoreset), or frame_size windows: the
+    # server is woken once and reads them together
+    f = fleet(("batch", 4), ("batch", 2))
+    f.dispatcher.run(f.requests("reset"))
+    counted = []
+    for shard in f.shards:
+        ws = shard.sockets[0]
+        ws.sock = _CountingSocket(ws.sock)
+        counted.append(ws.sock)
+    requests = [
+        Request(0, "reset", [0], [0], None),
+        Request(0, "step", [1, 2], [1, 2], [{"message": hello(1)}, {"message": hello(2)}]),
+        Request(1, "step", [0], [4], {"message": [hello(4)]}),
+        Request(0, "step", [3], [3], {"message": [hello(3)]}),
+        Request(1, "step", [1], [5], [{"message": hello(5)}]),
+    ]
+    pending = f.dispatcher.submit(requests)
+    assert [c.sends for c in counted] == [1, 1]
+    done = f.dispatcher.collect(pending)
+    assert sorted(map(id, done)) == sorted(map(id, pending))
+    outcomes = [Dispatcher.take(p) for p in pending]
+    assert outcomes[0].op == "reset"
+    assert outcomes[0].reply(0).observation["echoed_message"] == "Echo environment ready!"
+    for outcome in outcomes[1:]:
+        assert_echoed(outcome, hello)
+    # one request alone is written at once, as before
+    pending = f.dispatcher.submit([Request(0, "step", [0], [0], [{"message": hello(0)}])])
+    assert [c.sends for c in counted] == [2, 1]
+    assert_echoed(Dispatcher.take(f.dispatcher.collect(pending)[0]), hello)
+
+
+def test_a_server_lost_while_frames_are_held_fails_those_requests(fleet):
+    f = fleet(("batch", 2), ("batch", 1))
+    f.dispatcher.run(f.requests("reset"))
+    assert cut_server_connections(f.servers[0].server.port) == 1
+    requests = [
+        Request(0, "step", [0], [0], [{"message": hello(0)}]),
+        Request(0, "step", [1], [1], [{"message": hello(1)}]),
+        Request(1, "step", [0], [2], [{"message": hello(2)}]),
+    ]
+    outcomes = f.dispatcher.run(requests)
+    by_id = {int(o.ids[0]): o for o in outcomes}
+    for i in (0, 1):
+        assert isinstance(by_id[i].errors[0], TransportError)
+    assert_echoed(by_id[2], hello)
+
+
 def test_collect_timeout_returns_fewer_when_a_server_is_slow(fleet):
     f = fleet(("batch", 3), ("json", 2), ("batch", 2), slow={2})
     f.dispatcher.run(f.requests("reset"))
