@@ -80,6 +80,135 @@ Connect = Callable[[list[str], list[Headers]], C]
 (``headers``: one per URL, bearer token included)."""
 
 
+# ------------------------------------------------------------------ the set-up
+
+
+@dataclass(frozen=True, slots=True)
+class Recipe:
+    """What to set up: the arguments of ``make`` that decide the servers and the spaces.
+
+    Attributes:
+        env: ``"wordle"``, ``"echo"``, ``"catch"``... or ``"generic"`` (spaces from the
+            server's ``/schema``).
+        codec: The caller's own codec (None: the env's, or from the schema).
+        action_fields: ``env="generic"``: the action spaces to use instead of the schema's.
+        observation_fields: ``env="generic"``: the observation spaces likewise.
+        tool: ``env="generic"`` on an MCP server: act with this one tool.
+        server: The server class to start, ``"package.module:Class"`` (None: the env's).
+        provider: ``"local"``, ``"docker"``, ``"ray"``, ``"url"``, a
+            :class:`~openenv_gym.providers.Provider`, or None (from ``base_url``).
+        base_url: Existing servers (None: start them).
+        provider_options: More arguments of the provider (``num_servers=``, Ray's
+            ``placement=``...).
+        headers: Extra HTTP headers for every server.
+        token: The bearer token of servers we did not start: one for all, or one per
+            server (a provider's own servers get theirs).
+        timeouts: The connect timeout also bounds the ``/schema`` reads.
+    """
+
+    env: str = "wordle"
+    codec: Codec | None = None
+    action_fields: FieldSpaces | None = None
+    observation_fields: FieldSpaces | None = None
+    tool: str | None = None
+    server: str | None = None
+    provider: str | Provider | None = None
+    base_url: str | list[str] | None = None
+    provider_options: Mapping[str, Any] = field(default_factory=dict)
+    headers: Mapping[str, str] | None = None
+    token: str | Sequence[str | None] | None = None
+    timeouts: Timeouts = field(default_factory=Timeouts)
+
+
+@dataclass(frozen=True, slots=True)
+class Started:
+    """Servers started, nothing connected (:func:`assemble` without ``connect``).
+
+    Attributes:
+        provider: Owns the servers: the caller closes it when done.
+        urls: One base URL per server.
+        seeded: Whether seeds are known to be honoured (:func:`serves_seeded`).
+    """
+
+    provider: Provider
+    urls: list[str]
+    seeded: bool
+
+
+@dataclass(frozen=True, slots=True)
+class Assembly(Started, Generic[C]):
+    """Servers started and connected (:func:`assemble` with ``connect``).
+
+    Attributes:
+        tokens: Per server, the ``token=`` given for it (headers are rebuilt from it and
+            the provider's token after a restart: :func:`headers_for_server`).
+        headers: Per server, the headers the sessions were opened with.
+        codec: The codec: the chosen one, or built from the first server's schema.
+        connection: What ``connect`` returned.
+    """
+
+    tokens: list[str | None]
+    headers: list[Headers]
+    codec: Codec
+    connection: C
+
+
+@overload
+def assemble(recipe: Recipe) -> Started: ...
+@overload
+def assemble(recipe: Recipe, connect: Connect[C]) -> Assembly[C]: ...
+def assemble(recipe: Recipe, connect: Connect[C] | None = None) -> Started | Assembly[C]:
+    """Start the servers of ``recipe`` and, given ``connect``, its codec and sessions.
+
+    Without ``connect`` it stops once the servers run (no ``/schema`` read, nothing
+    opened). On any failure after the provider is made, the provider is closed before the
+    error propagates: nothing is left running.
+
+    Raises:
+        ConfigurationError: Unknown env, or arguments that do not go together (checked
+            before any server starts), or no schema to build spaces from.
+        ArgumentTypeError: ``provider=`` or ``base_url=`` of a wrong type.
+        ProviderError: A server could not be started.
+        TransportError: A server could not be reached, or a session not opened.
+    """
+    codec = choose_codec(
+        recipe.env,
+        recipe.codec,
+        recipe.action_fields,
+        recipe.observation_fields,
+        tool=recipe.tool,
+    )
+    name = local_server(codec, recipe.server, recipe.provider, recipe.base_url)
+    seeded = serves_seeded(name, recipe.provider, recipe.base_url)
+    provider = make_provider(
+        name, provider=recipe.provider, base_url=recipe.base_url, **recipe.provider_options
+    )
+    try:
+        urls = list(provider.start())
+        if connect is None:
+            return Started(provider, urls, seeded)
+        tokens = _tokens_per_server(recipe.token, len(urls))
+        headers = [
+            headers_for_server(provider, k, recipe.headers, token) for k, token in enumerate(tokens)
+        ]
+        timeout = recipe.timeouts.connect
+        if codec is None:
+            schema = fetch_schema(urls[0], timeout=timeout, headers=headers[0])
+            codec = codec_from_schema(
+                schema,
+                action_fields=recipe.action_fields,
+                observation_fields=recipe.observation_fields,
+                tool=recipe.tool,
+            )
+        elif codec.bind_schema is not None:
+            bind_schema(codec, urls[0], timeout, headers[0])
+        connection = connect(urls, headers)
+    except BaseException:
+        provider.close()
+        raise
+    return Assembly(provider, urls, seeded, tokens, headers, codec, connection)
+
+
 # ------------------------------------------------------------------ checks (no I/O)
 
 
@@ -329,132 +458,3 @@ def bind_schema(
         logger.debug("no schema from %s (%s): the first reply picks the layout", base_url, exc)
         return
     codec.bind_schema(schema)
-
-
-# ------------------------------------------------------------------ the set-up
-
-
-@dataclass(frozen=True, slots=True)
-class Recipe:
-    """What to set up: the arguments of ``make`` that decide the servers and the spaces.
-
-    Attributes:
-        env: ``"wordle"``, ``"echo"``, ``"catch"``... or ``"generic"`` (spaces from the
-            server's ``/schema``).
-        codec: The caller's own codec (None: the env's, or from the schema).
-        action_fields: ``env="generic"``: the action spaces to use instead of the schema's.
-        observation_fields: ``env="generic"``: the observation spaces likewise.
-        tool: ``env="generic"`` on an MCP server: act with this one tool.
-        server: The server class to start, ``"package.module:Class"`` (None: the env's).
-        provider: ``"local"``, ``"docker"``, ``"ray"``, ``"url"``, a
-            :class:`~openenv_gym.providers.Provider`, or None (from ``base_url``).
-        base_url: Existing servers (None: start them).
-        provider_options: More arguments of the provider (``num_servers=``, Ray's
-            ``placement=``...).
-        headers: Extra HTTP headers for every server.
-        token: The bearer token of servers we did not start: one for all, or one per
-            server (a provider's own servers get theirs).
-        timeouts: The connect timeout also bounds the ``/schema`` reads.
-    """
-
-    env: str = "wordle"
-    codec: Codec | None = None
-    action_fields: FieldSpaces | None = None
-    observation_fields: FieldSpaces | None = None
-    tool: str | None = None
-    server: str | None = None
-    provider: str | Provider | None = None
-    base_url: str | list[str] | None = None
-    provider_options: Mapping[str, Any] = field(default_factory=dict)
-    headers: Mapping[str, str] | None = None
-    token: str | Sequence[str | None] | None = None
-    timeouts: Timeouts = field(default_factory=Timeouts)
-
-
-@dataclass(frozen=True, slots=True)
-class Started:
-    """Servers started, nothing connected (:func:`assemble` without ``connect``).
-
-    Attributes:
-        provider: Owns the servers: the caller closes it when done.
-        urls: One base URL per server.
-        seeded: Whether seeds are known to be honoured (:func:`serves_seeded`).
-    """
-
-    provider: Provider
-    urls: list[str]
-    seeded: bool
-
-
-@dataclass(frozen=True, slots=True)
-class Assembly(Started, Generic[C]):
-    """Servers started and connected (:func:`assemble` with ``connect``).
-
-    Attributes:
-        tokens: Per server, the ``token=`` given for it (headers are rebuilt from it and
-            the provider's token after a restart: :func:`headers_for_server`).
-        headers: Per server, the headers the sessions were opened with.
-        codec: The codec: the chosen one, or built from the first server's schema.
-        connection: What ``connect`` returned.
-    """
-
-    tokens: list[str | None]
-    headers: list[Headers]
-    codec: Codec
-    connection: C
-
-
-@overload
-def assemble(recipe: Recipe) -> Started: ...
-@overload
-def assemble(recipe: Recipe, connect: Connect[C]) -> Assembly[C]: ...
-def assemble(recipe: Recipe, connect: Connect[C] | None = None) -> Started | Assembly[C]:
-    """Start the servers of ``recipe`` and, given ``connect``, its codec and sessions.
-
-    Without ``connect`` it stops once the servers run (no ``/schema`` read, nothing
-    opened). On any failure after the provider is made, the provider is closed before the
-    error propagates: nothing is left running.
-
-    Raises:
-        ConfigurationError: Unknown env, or arguments that do not go together (checked
-            before any server starts), or no schema to build spaces from.
-        ArgumentTypeError: ``provider=`` or ``base_url=`` of a wrong type.
-        ProviderError: A server could not be started.
-        TransportError: A server could not be reached, or a session not opened.
-    """
-    codec = choose_codec(
-        recipe.env,
-        recipe.codec,
-        recipe.action_fields,
-        recipe.observation_fields,
-        tool=recipe.tool,
-    )
-    name = local_server(codec, recipe.server, recipe.provider, recipe.base_url)
-    seeded = serves_seeded(name, recipe.provider, recipe.base_url)
-    provider = make_provider(
-        name, provider=recipe.provider, base_url=recipe.base_url, **recipe.provider_options
-    )
-    try:
-        urls = list(provider.start())
-        if connect is None:
-            return Started(provider, urls, seeded)
-        tokens = _tokens_per_server(recipe.token, len(urls))
-        headers = [
-            headers_for_server(provider, k, recipe.headers, token) for k, token in enumerate(tokens)
-        ]
-        timeout = recipe.timeouts.connect
-        if codec is None:
-            schema = fetch_schema(urls[0], timeout=timeout, headers=headers[0])
-            codec = codec_from_schema(
-                schema,
-                action_fields=recipe.action_fields,
-                observation_fields=recipe.observation_fields,
-                tool=recipe.tool,
-            )
-        elif codec.bind_schema is not None:
-            bind_schema(codec, urls[0], timeout, headers[0])
-        connection = connect(urls, headers)
-    except BaseException:
-        provider.close()
-        raise
-    return Assembly(provider, urls, seeded, tokens, headers, codec, connection)
