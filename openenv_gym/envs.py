@@ -9,7 +9,8 @@ interfaces (:mod:`openenv_gym.integrations.text`), the images (:mod:`openenv_gym
 the command line all read the table this module keeps.
 
 The environments we ship are the subpackages of ``openenv_gym_servers``, each with its record
-as ``RECORD`` in its ``__init__``: they are found on first use (no list of them anywhere).
+as ``RECORD`` in its ``record`` module: they are found on first use (no list of them
+anywhere).
 Others are added with :func:`openenv_gym.register_environment` (which also registers the
 Gymnasium id). A record names code as ``"module:attribute"`` strings, imported only when used,
 so reading the table imports no environment, model or game code.
@@ -20,6 +21,7 @@ This module imports nothing of Gymnasium or the client side: the server runtime 
 from __future__ import annotations
 
 import importlib
+import importlib.util
 import json
 import os
 import pkgutil
@@ -143,7 +145,7 @@ _added: dict[str, EnvRecord] = {}
 
 
 def _discover() -> dict[str, EnvRecord]:
-    """The records of the subpackages of ``openenv_gym_servers`` (their ``RECORD``)."""
+    """The records of the subpackages of ``openenv_gym_servers`` (``<package>.record.RECORD``)."""
     global _builtin
     with _lock:
         if _builtin is None:
@@ -156,12 +158,32 @@ def _discover() -> dict[str, EnvRecord]:
             for info in sorted(pkgutil.iter_modules(paths), key=lambda i: i.name):
                 if not info.ispkg:
                     continue
-                module = importlib.import_module(f"{SERVERS_PACKAGE}.{info.name}")
+                name = f"{SERVERS_PACKAGE}.{info.name}.record"
+                try:
+                    module = importlib.import_module(name)
+                except ModuleNotFoundError as exc:
+                    if exc.name != name:
+                        raise
+                    continue  # a package without a record: not an environment
                 record = getattr(module, "RECORD", None)
+                if record is None and getattr(module.__spec__, "_initializing", False):
+                    record = _fresh_record(module)
                 if isinstance(record, EnvRecord):
                     found[record.name] = record
             _builtin = found
         return _builtin
+
+
+def _fresh_record(module: Any) -> Any:
+    """The ``RECORD`` of a record module that is importing us (it was imported first).
+
+    Its import is stopped at its own ``from openenv_gym.envs import EnvRecord``, which runs
+    ``import openenv_gym`` and so this discovery: a copy of it is run to read its record.
+    """
+    spec = module.__spec__
+    copy = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(copy)
+    return getattr(copy, "RECORD", None)
 
 
 def builtin_names() -> tuple[str, ...]:

@@ -31,6 +31,7 @@ import gymnasium
 
 from openenv_gym import envs
 from openenv_gym.envs import EnvRecord
+from openenv_gym.exceptions import ConfigurationError
 
 __all__ = ["ENV_IDS", "GENERIC_ID", "register_environment", "register_envs"]
 
@@ -106,8 +107,10 @@ def register_environment(record: EnvRecord, *, replace: bool = False) -> None:
         replace: Replace an environment of the same name (and its Gymnasium id).
 
     Raises:
-        ConfigurationError: Its name or id is taken (unless ``replace``).
+        ConfigurationError: Not a record, or its name or id is taken (unless ``replace``).
     """
+    if not isinstance(record, EnvRecord):
+        raise ConfigurationError(f"expected an EnvRecord, got {record!r}")
     old = envs.environment(record.name)
     envs.add_environment(record, replace=replace)
     _refresh()

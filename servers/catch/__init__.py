@@ -3,16 +3,15 @@
 :class:`CatchEnvironment` needs neither OpenSpiel nor NumPy; the models mirror OpenEnv's
 ``openspiel_env`` (also under their ``OpenSpiel*`` names).
 
-:data:`RECORD` is what openenv-gym knows of it (:class:`~openenv_gym.envs.EnvRecord`); the
-classes are imported on first use, so reading the record imports no game code.
+:data:`RECORD` (in :mod:`.record`) is what openenv-gym knows of it (an
+:class:`~openenv_gym.envs.EnvRecord`); everything is imported on first use, so reading
+the record imports no game code.
 """
 
 from __future__ import annotations
 
 import importlib
 from typing import TYPE_CHECKING, Any
-
-from openenv_gym.envs import EnvRecord
 
 if TYPE_CHECKING:
     from openenv_gym_servers.catch.environment import CatchEnvironment
@@ -24,6 +23,7 @@ if TYPE_CHECKING:
         OpenSpielObservation,
         OpenSpielState,
     )
+    from openenv_gym_servers.catch.record import RECORD
 
 __all__ = [
     "RECORD",
@@ -36,16 +36,9 @@ __all__ = [
     "OpenSpielState",
 ]
 
-RECORD = EnvRecord(
-    name="catch",
-    env_id="openenv/Catch-v0",
-    server="openenv_gym_servers.catch:CatchEnvironment",
-    codec="openenv_gym_servers.catch.gym:codec",
-    text_interface="openenv_gym_servers.catch.gym:text_interface",
-    description="OpenSpiel's catch: move the paddle under the falling ball",
-)
 
 _LAZY = {
+    "RECORD": "record",
     "CatchAction": "models",
     "CatchEnvironment": "environment",
     "CatchObservation": "models",
@@ -60,6 +53,8 @@ def __getattr__(name: str) -> Any:
     module = _LAZY.get(name)
     if module is None:
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    # openenv_gym first: importing it reads every record (the record module imports it)
+    importlib.import_module("openenv_gym")
     value = getattr(importlib.import_module(f"{__name__}.{module}"), name)
     globals()[name] = value
     return value

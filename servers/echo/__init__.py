@@ -1,7 +1,8 @@
 """Echo: OpenEnv's classic ``echo_env``, the trivial environment used by benchmarks.
 
-:data:`RECORD` is what openenv-gym knows of it (:class:`~openenv_gym.envs.EnvRecord`); the
-classes are imported on first use, so reading the record imports no game code.
+:data:`RECORD` (in :mod:`.record`) is what openenv-gym knows of it (an
+:class:`~openenv_gym.envs.EnvRecord`); everything is imported on first use, so reading
+the record imports no game code.
 """
 
 from __future__ import annotations
@@ -9,11 +10,10 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
-from openenv_gym.envs import EnvRecord
-
 if TYPE_CHECKING:
     from openenv_gym_servers.echo.environment import EchoEnvironment
     from openenv_gym_servers.echo.models import EchoAction, EchoObservation
+    from openenv_gym_servers.echo.record import RECORD
 
 __all__ = [
     "RECORD",
@@ -22,16 +22,9 @@ __all__ = [
     "EchoObservation",
 ]
 
-RECORD = EnvRecord(
-    name="echo",
-    env_id="openenv/Echo-v0",
-    server="openenv_gym_servers.echo:EchoEnvironment",
-    codec="openenv_gym_servers.echo.gym:codec",
-    text_interface="openenv_gym_servers.echo.gym:text_interface",
-    description="echoes each message back (the benchmark environment)",
-)
 
 _LAZY = {
+    "RECORD": "record",
     "EchoAction": "models",
     "EchoEnvironment": "environment",
     "EchoObservation": "models",
@@ -42,6 +35,8 @@ def __getattr__(name: str) -> Any:
     module = _LAZY.get(name)
     if module is None:
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    # openenv_gym first: importing it reads every record (the record module imports it)
+    importlib.import_module("openenv_gym")
     value = getattr(importlib.import_module(f"{__name__}.{module}"), name)
     globals()[name] = value
     return value

@@ -4,16 +4,15 @@
 bundled word lists; the models mirror OpenEnv's ``textarena_env`` (also under their
 ``TextArena*`` names).
 
-:data:`RECORD` is what openenv-gym knows of it (:class:`~openenv_gym.envs.EnvRecord`); the
-classes are imported on first use, so reading the record imports no game code.
+:data:`RECORD` (in :mod:`.record`) is what openenv-gym knows of it (an
+:class:`~openenv_gym.envs.EnvRecord`); everything is imported on first use, so reading
+the record imports no game code.
 """
 
 from __future__ import annotations
 
 import importlib
 from typing import TYPE_CHECKING, Any
-
-from openenv_gym.envs import EnvRecord
 
 if TYPE_CHECKING:
     from openenv_gym_servers.wordle.environment import WordleEnvironment
@@ -27,6 +26,7 @@ if TYPE_CHECKING:
         WordleObservation,
         WordleState,
     )
+    from openenv_gym_servers.wordle.record import RECORD
 
 __all__ = [
     "RECORD",
@@ -41,16 +41,9 @@ __all__ = [
     "WordleState",
 ]
 
-RECORD = EnvRecord(
-    name="wordle",
-    env_id="openenv/Wordle-v0",
-    server="openenv_gym_servers.wordle:WordleEnvironment",
-    codec="openenv_gym_servers.wordle.gym:codec",
-    text_interface="openenv_gym_servers.wordle.gym:text_interface",
-    description="Wordle (TextArena's rules), five-letter guesses as text",
-)
 
 _LAZY = {
+    "RECORD": "record",
     "TextArenaAction": "models",
     "TextArenaMessage": "models",
     "TextArenaObservation": "models",
@@ -67,6 +60,8 @@ def __getattr__(name: str) -> Any:
     module = _LAZY.get(name)
     if module is None:
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    # openenv_gym first: importing it reads every record (the record module imports it)
+    importlib.import_module("openenv_gym")
     value = getattr(importlib.import_module(f"{__name__}.{module}"), name)
     globals()[name] = value
     return value

@@ -593,3 +593,53 @@ def test_an_interface_of_module_level_functions_pickles() -> None:
     again = pickle.loads(pickle.dumps(interface))
     assert again.to_action({"word": "x"}) == "x"
     assert again.observation_text(np.array([1, 2])) == "[1, 2]"
+
+
+def test_enum_true_and_one_stay_apart_as_in_the_codec() -> None:
+    from openenv_gym.spaces import codec_from_schema
+
+    schema = {
+        "action": {"properties": {"v": {"enum": [True, 1, "a"]}}, "required": ["v"]},
+        "observation": {"properties": {}},
+    }
+    codec = codec_from_schema(schema)
+    interface = interface_from_space(codec.action_space, schema=schema["action"])
+    for value in (True, 1, "a"):
+        sent = codec.encode_action(interface.to_action({"v": value}))["v"]
+        assert (sent, type(sent)) == (value, type(value))
+    assert interface.to_action({"v": True}) != interface.to_action({"v": 1})
+
+
+def test_a_generic_codec_gives_its_own_schema_no_request_needed() -> None:
+    from openenv_gym.spaces import codec_from_schema
+
+    schema = {
+        "action": {
+            "title": "PushAction",
+            "properties": {"force": {"type": "integer", "minimum": 0, "maximum": 3}},
+            "required": ["force"],
+        },
+        "observation": {"properties": {"s": {"type": "string"}}},
+    }
+    codec = codec_from_schema(schema)
+    # no base_url, no server: reading /schema again would fail here
+    env = SimpleNamespace(codec=codec, action_space=codec.action_space)
+    interface = text_interface(env)
+    assert interface.tool_name == "push"
+    assert interface.to_action({"force": 2}) == 2
+
+
+@pytest.mark.parametrize(
+    ("name", "tool"), [("wordle", "guess"), ("echo", "echo"), ("catch", "move")]
+)
+def test_the_builtin_interfaces_are_their_records(name: str, tool: str) -> None:
+    from openenv_gym import envs
+    from openenv_gym.spaces import codec_for
+
+    codec = codec_for(name)
+    env = SimpleNamespace(codec=codec, action_space=codec.action_space)
+    interface = text_interface(env)
+    record = envs.environment(name)
+    assert record is not None
+    assert interface == record.make_text_interface()
+    assert interface.tool_name == tool
