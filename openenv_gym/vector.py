@@ -19,6 +19,11 @@ caller's thread. A server without the batched protocol is driven over OpenEnv's 
 
 EnvPool-style partial batches: :meth:`OpenEnvVectorEnv.send` and
 :meth:`OpenEnvVectorEnv.recv` (``info["env_id"]`` says which sub-envs came back).
+
+One cohesive concern, over 600 lines: :class:`OpenEnvVectorEnv`, Gymnasium's vector
+contract over the transport (its calls, autoreset, time limits, errors per sub-env and
+assembly of the batch). Set-up is :mod:`openenv_gym.assemble`'s, info batching
+:mod:`openenv_gym.infos`'s, sockets the transport's.
 """
 
 from __future__ import annotations

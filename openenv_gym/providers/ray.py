@@ -22,6 +22,9 @@ places, starts and stops them, and adds nothing per step.
   ``close()`` leaves it running; :func:`pool_down` ends it.
 
 Ray is imported only when a server is started: ``pip install 'openenv-gym[ray]'``.
+
+One cohesive concern, over 600 lines: the Ray provider (placement, the actor that
+hosts a server, pools that outlive a process, restarts); Ray is imported here only.
 """
 
 from __future__ import annotations

@@ -14,6 +14,9 @@ Connections, HTTP and limits are :mod:`openenv_gym.runtime.http`'s; this module 
 environment. Capacity (``max_sessions``) counts live instances over both endpoints.
 Environment calls run on the event loop, a request's slots in chunks: between two chunks
 other connections get their turn, so one large request never stalls them.
+
+One cohesive concern, over 600 lines: hosting one environment class (its instances,
+sessions and slots over both channels, the capacity they share, and the calls into it).
 """
 
 from __future__ import annotations

@@ -27,6 +27,9 @@ work it bounds (:class:`Limits`):
 A message is never a reason to fail the connection: a text message whose bytes are not
 UTF-8 goes to the channel's :meth:`Channel.on_invalid_text` to be answered (RFC 6455
 would fail the connection with 1007).
+
+One cohesive concern, over 600 lines: the server's connection layer. Every limit is
+checked next to the connection state it bounds, which is why they are not split apart.
 """
 
 from __future__ import annotations

@@ -17,6 +17,9 @@ to the next request, and every later one for the answer to the one after it. A J
 session sends a ping with each request (section 2.5): the server answers it when it reads
 it, so a data frame that arrives before its pong was sent before the server read the
 request, and ends the session with :class:`RemoteProtocolError`.
+
+One cohesive concern, over 600 lines: the two kinds of client connection over the
+sans-I/O protocols, with the timeout and loss rules they share.
 """
 
 from __future__ import annotations

@@ -21,6 +21,9 @@ wake-ups), more than a whole batched step of 64 Echo envs; see ``docs/architectu
   from a background thread, every few seconds, whenever no call is using them.
 
 Every third-party exception is converted here, once, to :mod:`openenv_gym.exceptions`.
+
+One cohesive concern, over 600 lines: one client WebSocket on the caller's thread
+(opening it, framing, reading, waiting), the single place where the client blocks.
 """
 
 from __future__ import annotations
