@@ -20,6 +20,7 @@ from __future__ import annotations
 import base64
 import collections
 import hashlib
+import importlib
 import io
 import json
 import logging
@@ -88,8 +89,6 @@ class ImageRecipe:
 
 def _package_dir(target: str) -> Path:
     """The directory of the top-level package (or module) of ``module:Class``."""
-    import importlib
-
     top = target.partition(":")[0].partition(".")[0]
     try:
         module = importlib.import_module(top)
