@@ -75,6 +75,8 @@ class EnvRecord:
         nondeterministic: Gymnasium's flag: False when the server replays an episode
             exactly from its seed.
         description: One line for listings.
+        rank: Where listings (``openenv-gym envs``, the images built by default) put it:
+            lower first, then by name.
     """
 
     name: str
@@ -86,6 +88,7 @@ class EnvRecord:
     max_episode_steps: int | None = None
     nondeterministic: bool = False
     description: str = ""
+    rank: int = 100
 
     def __post_init__(self) -> None:
         if not (self.name.isidentifier() and self.name == self.name.lower()):
@@ -187,14 +190,12 @@ def _fresh_record(module: Any) -> Any:
 
 
 def builtin_names() -> tuple[str, ...]:
-    """The names of the environments we ship, in the order their records list them."""
+    """The names of the environments we ship, in the order of their records' ``rank``."""
     return tuple(_ordered(_discover()))
 
 
 def _ordered(records: dict[str, EnvRecord]) -> dict[str, EnvRecord]:
-    # the shipped envs keep the order they always had (wordle, echo, catch); others by name
-    rank = {"wordle": 0, "echo": 1, "catch": 2}
-    return dict(sorted(records.items(), key=lambda kv: (rank.get(kv[0], 3), kv[0])))
+    return dict(sorted(records.items(), key=lambda kv: (kv[1].rank, kv[0])))
 
 
 def environments() -> dict[str, EnvRecord]:

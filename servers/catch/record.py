@@ -11,4 +11,5 @@ RECORD = EnvRecord(
     codec="openenv_gym_servers.catch.gym:codec",
     text_interface="openenv_gym_servers.catch.gym:text_interface",
     description="OpenSpiel's catch: move the paddle under the falling ball",
+    rank=2,
 )

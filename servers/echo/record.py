@@ -11,4 +11,5 @@ RECORD = EnvRecord(
     codec="openenv_gym_servers.echo.gym:codec",
     text_interface="openenv_gym_servers.echo.gym:text_interface",
     description="echoes each message back (the benchmark environment)",
+    rank=1,
 )

@@ -11,4 +11,5 @@ RECORD = EnvRecord(
     codec="openenv_gym_servers.wordle.gym:codec",
     text_interface="openenv_gym_servers.wordle.gym:text_interface",
     description="Wordle (TextArena's rules), five-letter guesses as text",
+    rank=0,  # listings: wordle, echo, catch, then the others by name
 )
