@@ -29,7 +29,7 @@ ROOT = Path(__file__).resolve().parents[2]
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(300)]
 
 API_MODULES = ["env", "vector", "spaces", "exceptions", "config", "check", "providers"]
-API_MODULES += ["trl", "sb3", "server"]
+API_MODULES += ["trl", "sb3", "runtime", "transport", "assemble", "envs"]
 
 GITHUB_REPLIES = {
     "/repos/openenv-gym/openenv-gym": {"stargazers_count": 0, "forks_count": 0},
