@@ -11,8 +11,10 @@
 
 from __future__ import annotations
 
+import importlib
 import logging
 import reprlib
+import warnings
 from collections.abc import Mapping
 from typing import Any, Literal, SupportsFloat
 
@@ -26,9 +28,6 @@ from openenv_gym.assemble import (
     check_on_server_loss,
     headers_for_server,
     marked_spec,
-)
-from openenv_gym.assemble import (
-    fetch_schema as fetch_schema,  # integrations/text.py still imports it from here
 )
 from openenv_gym.config import OnServerLoss, ProtocolName, Timeouts
 from openenv_gym.exceptions import (
@@ -46,6 +45,20 @@ from openenv_gym.spaces import Codec, FieldSpaces, action_error
 from openenv_gym.transport.session import Session, open_session
 
 __all__ = ["OpenEnvEnv"]
+
+_MOVED = {"fetch_schema": "openenv_gym.assemble", "list_tools": "openenv_gym.assemble"}
+
+
+def __getattr__(name: str) -> Any:
+    """``fetch_schema`` and ``list_tools`` moved to :mod:`openenv_gym.assemble` (0.2)."""
+    home = _MOVED.get(name)
+    if home is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    warnings.warn(
+        f"openenv_gym.env.{name} moved to {home}.{name}", DeprecationWarning, stacklevel=2
+    )
+    return getattr(importlib.import_module(home), name)
+
 
 logger = logging.getLogger("openenv_gym.env")
 

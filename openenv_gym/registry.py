@@ -20,7 +20,7 @@ ship, and those added with :func:`register_environment`), plus ``openenv/Generic
 Wordle, Echo and Catch, whose servers replay an episode exactly from its seed, and True
 for Generic-v0. Gymnasium's flag is per id, but an env made with ``base_url=`` talks to a
 server that may ignore seeds, so its own ``env.spec`` is a copy marked
-``nondeterministic=True`` (:func:`~openenv_gym.env.marked_spec`).
+``nondeterministic=True`` (:func:`~openenv_gym.assemble.marked_spec`).
 """
 
 from __future__ import annotations
@@ -75,7 +75,7 @@ def _register(env_id: str, entry: _Entry) -> None:
         max_episode_steps=entry.max_episode_steps,
         # our servers honour seeds exactly; Generic-v0 is whatever server it is given.
         # An env made with base_url= (or server=, or a custom provider) reports
-        # nondeterministic=True in its own env.spec: openenv_gym.env.serves_seeded
+        # nondeterministic=True in its own env.spec: openenv_gym.assemble.serves_seeded
         nondeterministic=entry.nondeterministic,
         disable_env_checker=False,
         # the env raises ResetNeededError (a gymnasium ResetNeeded) itself, after

@@ -31,7 +31,7 @@ import numpy as np
 from gymnasium import spaces
 
 from openenv_gym import envs
-from openenv_gym.env import fetch_schema
+from openenv_gym.assemble import fetch_schema
 from openenv_gym.exceptions import ConfigurationError, InvalidActionError
 from openenv_gym.spaces import GENERIC, McpTool, ToolActions, enum_action, schema_node
 

@@ -58,7 +58,7 @@ def codec_from_schema(
 
     An MCP tool server (its action is OpenEnv's ``CallToolAction``: see
     :func:`is_mcp_schema`) gets tool actions instead: ``schema["tools"]`` must list its
-    tools (:func:`openenv_gym.env.fetch_schema` adds them), and the action space is a
+    tools (:func:`openenv_gym.assemble.fetch_schema` adds them), and the action space is a
     ``Dict`` of ``tool`` (``Discrete`` over the tools) and ``arguments`` (per tool, a
     ``Dict`` of its arguments' spaces), or with ``tool=`` that tool's arguments alone;
     ``action_fields`` then names tools (``{tool: Dict({argument: space})}``, or None to

@@ -46,10 +46,10 @@ CALL_TOOL = "call_tool"
 """``CallToolAction.type``: the action calls a tool."""
 
 LIST_TOOLS = "list_tools"
-"""``ListToolsAction.type``: the step lists the tools (:func:`openenv_gym.env.list_tools`)."""
+"""``ListToolsAction.type``: the step lists the tools (:func:`openenv_gym.assemble.list_tools`)."""
 
 TOOLS = "tools"
-"""Key of the tool list that :func:`openenv_gym.env.fetch_schema` adds to an MCP server's
+"""Key of the tool list that :func:`openenv_gym.assemble.fetch_schema` adds to an MCP server's
 ``/schema`` body (the server's own body has no such key)."""
 
 TOOL_TEXT_MAX = 65536
@@ -158,7 +158,7 @@ def listed_tools(schema: Mapping[str, Any]) -> tuple[McpTool, ...]:
     if not isinstance(listed, list | tuple):
         raise ConfigurationError(
             "this is an MCP tool server's /schema, and it lists no tools: read it with "
-            "openenv_gym.env.fetch_schema, which adds them (see docs/spaces.md)"
+            "openenv_gym.assemble.fetch_schema, which adds them (see docs/spaces.md)"
         )
     return tuple(McpTool.from_listing(entry) for entry in listed)
 

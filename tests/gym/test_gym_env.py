@@ -210,3 +210,15 @@ def test_bad_configuration_is_a_value_error() -> None:
         OpenEnvEnv("echo", render_mode="human")
     with pytest.raises(ValueError, match="provider"):
         OpenEnvEnv("echo", provider="teleport")
+
+
+def test_set_up_helpers_moved_from_env_warn_and_still_work() -> None:
+    import openenv_gym.assemble
+    import openenv_gym.env
+
+    for name in ("fetch_schema", "list_tools"):
+        with pytest.warns(DeprecationWarning, match=f"openenv_gym.env.{name} moved to"):
+            moved = getattr(openenv_gym.env, name)
+        assert moved is getattr(openenv_gym.assemble, name)
+    with pytest.raises(AttributeError, match="no attribute 'bind_schema'"):
+        _ = openenv_gym.env.bind_schema
