@@ -14,6 +14,9 @@ environment:
 server's action schema for
 ``openenv/Generic-v0``, and one built from the action space for any other Gymnasium env
 (Text, Discrete, or a Dict of those). Pass your own to override it.
+
+One cohesive concern, over 600 lines: the text interface of an environment, and the three
+ways one is built (a record's own, from a server's action schema, from an action space).
 """
 
 from __future__ import annotations
