@@ -1,7 +1,8 @@
 """An example action made from an action JSON schema (when none is given to the check).
 
 The walking is :func:`openenv_gym.spaces.example_value`'s, the package's one JSON-schema
-walker; :func:`resolve` follows a ``$ref`` for the checks that read a schema's shape.
+walker (the checks that read a schema's shape follow its ``$ref`` with
+:func:`openenv_gym.spaces.deref`).
 """
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ from typing import Any
 
 from openenv_gym.spaces import example_value
 
-__all__ = ["example_action", "resolve"]
+__all__ = ["example_action"]
 
 
 def example_action(schema: Mapping[str, Any]) -> dict[str, Any] | None:
@@ -40,18 +41,3 @@ def example_action(schema: Mapping[str, Any]) -> dict[str, Any] | None:
     except LookupError:
         return None
     return value if isinstance(value, dict) else None
-
-
-def resolve(schema: Any, root: Mapping[str, Any]) -> Any:
-    """``schema`` with its ``$ref`` into ``root`` followed (None: a ref that leads nowhere)."""
-    for _ in range(16):
-        if not isinstance(schema, Mapping) or not isinstance(schema.get("$ref"), str):
-            return schema
-        ref: str = schema["$ref"]
-        if not ref.startswith("#/"):
-            return None
-        target: Any = root
-        for part in ref[2:].split("/"):
-            target = target.get(part) if isinstance(target, Mapping) else None
-        schema = target
-    return None

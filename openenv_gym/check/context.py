@@ -14,11 +14,11 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from openenv_gym.check.actions import resolve
 from openenv_gym.check.report import SEVERITY, CheckResult, Status, brief
 from openenv_gym.config import Timeouts
 from openenv_gym.exceptions import ConnectionLostError, RemoteProtocolError, RequestTimeoutError
 from openenv_gym.protocol import openenv as op
+from openenv_gym.spaces import deref
 from openenv_gym.transport import RawSocket
 
 __all__ = [
@@ -225,7 +225,7 @@ def _observation_shape(raw: Any, what: str, ctx: Context, found: Findings) -> No
         if key not in data:
             found.warn(f"{what} reply has no {key!r} key (docs/protocol.md 2.3)")
     schema = (ctx.schema or {}).get("observation")
-    missing = _missing_required(data["observation"], resolve(schema, schema or {}), _OBS_FRAME_KEYS)
+    missing = _missing_required(data["observation"], deref(schema or {}, schema), _OBS_FRAME_KEYS)
     if missing:
         found.warn(f"{what} observation lacks required field(s) {', '.join(missing)} of /schema")
 
@@ -256,7 +256,7 @@ def ask_state(sock: Socket, what: str, ctx: Context, found: Findings) -> dict[st
     if not isinstance(reply, op.StateReceived):
         raise Failed(f"{what} was answered with {describe(reply)}, expected a state frame")
     schema = (ctx.schema or {}).get("state")
-    missing = _missing_required(reply.state, resolve(schema, schema or {}), frozenset())
+    missing = _missing_required(reply.state, deref(schema or {}, schema), frozenset())
     if missing:
         found.warn(f"state lacks required field(s) {', '.join(missing)} of /schema")
     return reply.state

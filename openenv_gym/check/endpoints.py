@@ -8,10 +8,11 @@ from collections.abc import Mapping
 from typing import Any
 
 from openenv_gym._http import get_json
-from openenv_gym.check.actions import example_action, resolve
+from openenv_gym.check.actions import example_action
 from openenv_gym.check.context import Context, Failed, Findings
 from openenv_gym.check.report import brief
 from openenv_gym.exceptions import ConnectError, RemoteProtocolError
+from openenv_gym.spaces import deref
 
 __all__ = ["check_health", "check_metadata", "check_schema"]
 
@@ -47,7 +48,7 @@ def _schema_part(schema: Any, name: str) -> str | None:
         return f"no {name!r} schema"
     if not isinstance(part, Mapping):
         return f"{name!r} is not a JSON schema object"
-    resolved = resolve(part, part)
+    resolved = deref(part, part)
     if not isinstance(resolved, Mapping) or not isinstance(resolved.get("properties"), Mapping):
         return f"the {name!r} schema has no properties"
     return None
@@ -70,7 +71,7 @@ def check_schema(ctx: Context, _: contextlib.ExitStack, found: Findings) -> None
         found.fail(f"GET /schema: {problem}")
     if not problems:
         action_fields, observation, state = (
-            resolve(body[name], body[name])["properties"]
+            (deref(body[name], body[name]) or {})["properties"]
             for name in ("action", "observation", "state")
         )
         found.ok(
@@ -82,7 +83,7 @@ def check_schema(ctx: Context, _: contextlib.ExitStack, found: Findings) -> None
     if _schema_part(body, "action") is not None:
         ctx.no_action_reason = "no usable action schema"
         return
-    action = example_action(resolve(body["action"], body["action"]))
+    action = example_action(deref(body["action"], body["action"]) or {})
     if action is None:
         ctx.no_action_reason = "cannot make an action from the action schema"
         found.warn(f"{ctx.no_action_reason}; pass one with --action")

@@ -11,7 +11,6 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from openenv_gym.check.actions import resolve
 from openenv_gym.check.context import (
     CLOSE_FRAME,
     STATE_FRAME,
@@ -28,6 +27,7 @@ from openenv_gym.check.context import (
 from openenv_gym.check.report import brief
 from openenv_gym.exceptions import ConnectError, ConnectionLostError, RequestTimeoutError
 from openenv_gym.protocol import openenv as op
+from openenv_gym.spaces import deref
 
 __all__ = ["check_capacity", "check_close", "check_errors", "check_seed", "check_session"]
 
@@ -101,8 +101,7 @@ def check_errors(ctx: Context, stack: contextlib.ExitStack, found: Findings) -> 
             action_schema = (ctx.schema or {}).get("action")
             forbids = (
                 isinstance(action_schema, Mapping)
-                and (resolve(action_schema, action_schema) or {}).get("additionalProperties")
-                is False
+                and (deref(action_schema, action_schema) or {}).get("additionalProperties") is False
             )
             text = f"{what} was accepted (an observation), expected {expected}"
             (found.fail if forbids else found.warn)(

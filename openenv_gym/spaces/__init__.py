@@ -63,6 +63,7 @@ from openenv_gym.spaces.generic import codec_from_schema
 from openenv_gym.spaces.schema import (
     DEFAULT_TEXT_LENGTH,
     GENERIC,
+    deref,
     enum_action,
     example_value,
     schema_node,
@@ -98,6 +99,7 @@ __all__ = [
     "catch_grid",
     "codec_for",
     "codec_from_schema",
+    "deref",
     "describe_space",
     "enum_action",
     "example_value",

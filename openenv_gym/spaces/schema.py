@@ -43,6 +43,7 @@ __all__ = [
     "DEFAULT_TEXT_LENGTH",
     "GENERIC",
     "FieldSpaces",
+    "deref",
     "enum_action",
     "example_value",
     "schema_node",
@@ -364,6 +365,21 @@ def _show(value: Any) -> str:
     if isinstance(value, str):
         return value
     return json.dumps(value, separators=(",", ":"), default=str)
+
+
+def deref(root: Mapping[str, Any], node: Any) -> Mapping[str, Any] | None:
+    """``node`` of the JSON schema ``root`` with its ``$ref`` and a one-part ``allOf`` followed.
+
+    Sibling keys of a ``$ref`` are kept. None when ``node`` is not a schema object or its
+    ``$ref`` leads nowhere (remote, missing or recursive).
+
+    >>> root = {"$defs": {"A": {"properties": {"x": {"type": "string"}}}}}
+    >>> deref(root, {"$ref": "#/$defs/A", "title": "a"})
+    {'properties': {'x': {'type': 'string'}}, 'title': 'a'}
+    >>> deref(root, {"$ref": "#/$defs/B"}) is None
+    True
+    """
+    return _Reader(root, lossless=False).deref(node)
 
 
 def schema_node(root: Mapping[str, Any], node: Any) -> Mapping[str, Any]:
