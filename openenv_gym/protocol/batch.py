@@ -481,6 +481,86 @@ class ConnectionState(enum.Enum):
     OPEN = "open"  # client: hello answered; server: valid hello received
     CLOSED = "closed"  # client only: hello refused, bad frame, or connection lost
 
+    # Members are singletons, so identity is their equality: hash them by identity too, in
+    # C (Enum's own __hash__ hashes the name in Python), for the transition tables' keys.
+    __hash__ = object.__hash__
+
+
+class _ClientEvent(enum.Enum):
+    """What happens to a :class:`BatchClient`: the columns of its transition table."""
+
+    SEND_HELLO = "send_hello"
+    SEND_REQUEST = "send_request"  # send_open / send_reset / send_step / send_state / send_close
+    RECEIVE_HELLO = "receive_hello"  # a valid hello reply
+    RECEIVE_REPLY = "receive_reply"  # a reply, or an op: "error" with the id of a request
+    RECEIVE_FATAL_ERROR = "receive_fatal_error"  # an op: "error" without id, or for hello
+    PROTOCOL_ERROR = "protocol_error"  # a frame that breaks the protocol (3.6.2)
+    CONNECTION_LOST = "connection_lost"
+
+    __hash__ = object.__hash__
+
+
+class _ServerEvent(enum.Enum):
+    """What happens to a :class:`BatchServer`: the columns of its transition table."""
+
+    RECEIVE_HELLO = "receive_hello"  # a valid hello
+    RECEIVE_REQUEST = "receive_request"  # a valid open / reset / step / state / close
+    RECEIVE_BAD_FRAME = "receive_bad_frame"  # a frame answered with op: "error" (3.6.2)
+    SEND_REPLY = "send_reply"  # send_hello / send_results / send_table
+
+    __hash__ = object.__hash__
+
+
+_NEW = ConnectionState.NEW
+_HELLO_SENT = ConnectionState.HELLO_SENT
+_OPEN = ConnectionState.OPEN
+_CLOSED = ConnectionState.CLOSED
+
+_CE = _ClientEvent
+_CLIENT_TRANSITIONS: dict[tuple[ConnectionState, _ClientEvent], ConnectionState] = {
+    (_NEW, _CE.SEND_HELLO): _HELLO_SENT,
+    (_NEW, _CE.RECEIVE_FATAL_ERROR): _CLOSED,
+    (_NEW, _CE.PROTOCOL_ERROR): _CLOSED,
+    (_NEW, _CE.CONNECTION_LOST): _CLOSED,
+    (_HELLO_SENT, _CE.SEND_REQUEST): _HELLO_SENT,  # pipelined behind hello
+    (_HELLO_SENT, _CE.RECEIVE_HELLO): _OPEN,
+    (_HELLO_SENT, _CE.RECEIVE_REPLY): _HELLO_SENT,
+    (_HELLO_SENT, _CE.RECEIVE_FATAL_ERROR): _CLOSED,
+    (_HELLO_SENT, _CE.PROTOCOL_ERROR): _CLOSED,
+    (_HELLO_SENT, _CE.CONNECTION_LOST): _CLOSED,
+    (_OPEN, _CE.SEND_REQUEST): _OPEN,
+    (_OPEN, _CE.RECEIVE_REPLY): _OPEN,
+    (_OPEN, _CE.RECEIVE_FATAL_ERROR): _CLOSED,
+    (_OPEN, _CE.PROTOCOL_ERROR): _CLOSED,
+    (_OPEN, _CE.CONNECTION_LOST): _CLOSED,
+    (_CLOSED, _CE.CONNECTION_LOST): _CLOSED,
+}
+"""``BatchClient``: (state, event) -> next state. A pair not listed is illegal (3.7)."""
+
+_SE = _ServerEvent
+_SERVER_TRANSITIONS: dict[tuple[ConnectionState, _ServerEvent], ConnectionState] = {
+    (_NEW, _SE.RECEIVE_HELLO): _OPEN,  # at once: requests pipelined behind it are accepted
+    (_NEW, _SE.RECEIVE_BAD_FRAME): _NEW,
+    (_OPEN, _SE.RECEIVE_REQUEST): _OPEN,
+    (_OPEN, _SE.RECEIVE_BAD_FRAME): _OPEN,
+    (_OPEN, _SE.SEND_REPLY): _OPEN,
+}
+"""``BatchServer``: (state, event) -> next state. A pair not listed is illegal (3.7)."""
+
+_CLIENT_RECEIVES = (
+    _CE.RECEIVE_HELLO,
+    _CE.RECEIVE_REPLY,
+    _CE.RECEIVE_FATAL_ERROR,
+    _CE.PROTOCOL_ERROR,
+)
+# where a frame may be fed at all: the states with some receive event in their table row
+_CLIENT_READING = frozenset(s for s, e in _CLIENT_TRANSITIONS if e in _CLIENT_RECEIVES)
+# the events of every step, as globals (an Enum member read from its class is slow)
+_SEND_REQUEST = _CE.SEND_REQUEST
+_RECEIVE_REPLY = _CE.RECEIVE_REPLY
+_RECEIVE_REQUEST = _SE.RECEIVE_REQUEST
+_SEND_REPLY = _SE.SEND_REPLY
+
 
 @dataclass(slots=True)
 class _Pending:
@@ -498,6 +578,28 @@ class BatchClient:
     than the server's ``max_frame``. Feed received frames to :meth:`receive_data`, read
     :meth:`events_received`. Once :attr:`state` is ``CLOSED``, close the socket and feed
     nothing more.
+
+    The state is one :class:`ConnectionState`; every call is an event, and one table gives
+    the next state of each legal (state, event) pair (``docs/protocol.md`` section 3.7):
+
+    ================  ================================  ===========================
+    state             event                             next state
+    ================  ================================  ===========================
+    NEW               send_hello                        HELLO_SENT
+    HELLO_SENT, OPEN  send_open/reset/step/state/close  unchanged
+    HELLO_SENT        valid hello reply                 OPEN
+    HELLO_SENT, OPEN  reply, or error with its id       unchanged
+    any but CLOSED    error without id, or for hello    CLOSED
+    any but CLOSED    a frame that breaks 3.6.2         CLOSED, RemoteProtocolError
+    any               connection_lost                   CLOSED
+    ================  ================================  ===========================
+
+    Any other pair is illegal: a ``send_*`` raises :class:`LocalProtocolError` with nothing
+    changed; a frame fed to a ``CLOSED`` client raises :class:`RemoteProtocolError`. A
+    reply that would make an illegal pair answers no request in flight (nothing is in
+    flight in ``NEW``, and ``hello`` is not once answered), so it is a protocol error.
+    Entering ``CLOSED`` forgets every slot and request in flight. Which slots are open or
+    busy and which ids are in flight is data checked per request, not connection state.
 
     Args:
         client_name: Sent in ``hello``.
@@ -533,7 +635,8 @@ class BatchClient:
 
     def send_hello(self) -> int:
         """Queue ``hello`` (request id 0). Must be the first request."""
-        if self.state is not ConnectionState.NEW:
+        next_state = _CLIENT_TRANSITIONS.get((self.state, _CE.SEND_HELLO))
+        if next_state is None:
             raise LocalProtocolError(f"hello must be sent first, state is {self.state.value}")
         frame = encode_frame(
             {
@@ -544,7 +647,7 @@ class BatchClient:
             }
         )
         self._pending[0] = _Pending(Op.HELLO, ())
-        self.state = ConnectionState.HELLO_SENT
+        self.state = next_state
         self._outgoing.append(frame)
         return 0
 
@@ -555,7 +658,8 @@ class BatchClient:
         args: Sequence[Mapping[str, Any]] | Mapping[str, Any] | None,
         numeric: Iterable[str] = (),
     ) -> int:
-        if self.state in (ConnectionState.NEW, ConnectionState.CLOSED):
+        next_state = _CLIENT_TRANSITIONS.get((self.state, _SEND_REQUEST))
+        if next_state is None:
             raise LocalProtocolError(f"cannot send {op.value} in state {self.state.value}")
         slot_tuple = tuple(slots)
         if not slot_tuple:
@@ -599,6 +703,7 @@ class BatchClient:
         self._next_id = (rid + 1) % (MAX_REQUEST_ID + 1)
         self._pending[rid] = _Pending(op, slot_tuple)
         self._busy.update(slot_tuple)
+        self.state = next_state
         self._outgoing.append(frame)
         return rid
 
@@ -674,13 +779,32 @@ class BatchClient:
             RemoteProtocolError: The frame is malformed or answers no pending request;
                 the connection is closed (its replies can no longer be matched).
         """
-        if self.state is ConnectionState.CLOSED:
+        if self.state not in _CLIENT_READING:
             raise RemoteProtocolError("frame received on a closed connection")
         try:
-            self._events.append(self._parse(decode_frame(data)))
+            event = self._parse(decode_frame(data))
         except RemoteProtocolError:
-            self.connection_lost()
+            self._enter(_CE.PROTOCOL_ERROR)
             raise
+        if type(event) is BatchReplyReceived:
+            self._enter(_RECEIVE_REPLY)
+        elif isinstance(event, HelloReceived):
+            self._enter(_CE.RECEIVE_HELLO)
+        # Without an id some request of ours will never be answered; after a refused
+        # hello (id 0) nothing will be: either way the connection is unusable.
+        elif event.request_id is None or event.request_id == 0:
+            self._enter(_CE.RECEIVE_FATAL_ERROR)
+        else:
+            self._enter(_RECEIVE_REPLY)
+        self._events.append(event)
+
+    def _enter(self, event: _ClientEvent) -> None:
+        """Take the table's transition for ``event`` (legal here: the caller checked)."""
+        self.state = state = _CLIENT_TRANSITIONS[(self.state, event)]
+        if state is _CLOSED:
+            self.open_slots.clear()
+            self._busy.clear()
+            self._pending.clear()
 
     def _parse(self, message: dict[Any, Any]) -> HelloReceived | BatchReplyReceived | RequestFailed:
         op = message.get("op")
@@ -701,10 +825,8 @@ class BatchClient:
         if not isinstance(code, str) or not isinstance(text, str):
             raise RemoteProtocolError(f"malformed error frame: {_brief(message)}")
         rid = None if raw_id is None else _check_id(raw_id)
-        # Without an id some request of ours will never be answered; after a refused
-        # hello nothing will be: either way the connection is unusable.
-        if rid is None or self._pop(rid).op is Op.HELLO:
-            self.connection_lost()
+        if rid is not None:
+            self._pop(rid)
         return RequestFailed(rid, code, text)
 
     def _pop(self, rid: int) -> _Pending:
@@ -735,7 +857,6 @@ class BatchClient:
             )
         # Only a pending hello is answered here, and it is pending only in HELLO_SENT.
         self.server_info = HelloReceived(version, server, env, max_slots, max_frame)
-        self.state = ConnectionState.OPEN
         return self.server_info
 
     def _parse_reply(
@@ -802,10 +923,7 @@ class BatchClient:
 
     def connection_lost(self) -> None:
         """Record that the socket is gone: every slot and pending request is lost."""
-        self.state = ConnectionState.CLOSED
-        self.open_slots.clear()
-        self._busy.clear()
-        self._pending.clear()
+        self._enter(_CE.CONNECTION_LOST)
 
     def events_received(self) -> list[HelloReceived | BatchReplyReceived | RequestFailed]:
         """Return and forget the events parsed so far."""
@@ -923,6 +1041,24 @@ class BatchServer:
     Which slots are open is the caller's business: answer ``NO_SUCH_SLOT``,
     ``SLOT_IN_USE`` and ``CAPACITY_REACHED`` per slot with :class:`SlotError`.
 
+    The state is one :class:`ConnectionState` (``NEW`` or ``OPEN``); every frame and reply
+    is an event, and one table gives the next state of each legal (state, event) pair
+    (``docs/protocol.md`` section 3.7):
+
+    ==========  =====================================  ===========================
+    state       event                                  next state
+    ==========  =====================================  ===========================
+    NEW         valid hello                            OPEN
+    OPEN        valid open/reset/step/state/close      OPEN
+    NEW, OPEN   a frame answered with op: "error"      unchanged
+    OPEN        send_hello, send_results, send_table   OPEN
+    ==========  =====================================  ===========================
+
+    A frame that makes an illegal pair (``hello`` in ``OPEN``, any other request in
+    ``NEW``) is answered with ``INVALID_REQUEST`` (a frame answered with op: "error"); a
+    reply in ``NEW`` raises :class:`LocalProtocolError`. Which request ids are in flight,
+    and their slots, is data checked per request (section 3.5), not connection state.
+
     Args:
         max_frame: Largest frame accepted, in bytes (also announced in ``hello``).
         version: The protocol version of the connection: the one whose subprotocol was
@@ -963,12 +1099,13 @@ class BatchServer:
             rid = self._request_id(message)
             event = self._parse(message, rid)
         except RemoteProtocolError as exc:
-            self._queue({"op": "error", "id": rid, "code": code.value, "message": str(exc)})
+            self._refuse(rid, code, str(exc))
             return
         if isinstance(event, HelloRequestReceived):
-            self.state = ConnectionState.OPEN
+            self.state = _SERVER_TRANSITIONS[(self.state, _SE.RECEIVE_HELLO)]
             self._pending[rid] = (Op.HELLO, ())
         else:
+            self.state = _SERVER_TRANSITIONS[(self.state, _RECEIVE_REQUEST)]
             self._pending[rid] = (event.op, event.slots)
             self._busy.update(event.slots)
         self._events.append(event)
@@ -993,15 +1130,20 @@ class BatchServer:
     def _refused_early(self, data: bytes | str) -> bool:
         """Refuse a frame naming too many slots from its headers (queue the error frame)."""
         max_slots = self.max_slots
-        if max_slots is None or self.state is not ConnectionState.OPEN:
+        if max_slots is None or (self.state, _RECEIVE_REQUEST) not in _SERVER_TRANSITIONS:
             return False
         refused = _too_many_slots_early(data, max_slots, self._pending)
         if refused is None:
             return False
         refused_id, error = refused
-        code = FrameErrorCode.INVALID_REQUEST
-        self._queue({"op": "error", "id": refused_id, "code": code.value, "message": error})
+        self._refuse(refused_id, FrameErrorCode.INVALID_REQUEST, error)
         return True
+
+    def _refuse(self, rid: int | None, code: FrameErrorCode, message: str) -> None:
+        """Answer a frame with ``op: "error"`` (section 3.6.2)."""
+        frame = encode_frame({"op": "error", "id": rid, "code": code.value, "message": message})
+        self.state = _SERVER_TRANSITIONS[(self.state, _SE.RECEIVE_BAD_FRAME)]
+        self._outgoing.append(frame)
 
     def _request_id(self, message: dict[Any, Any]) -> int:
         rid = _check_id(message.get("id"))
@@ -1021,7 +1163,7 @@ class BatchServer:
         if op is None:
             raise RemoteProtocolError(f"unknown op {_brief(name)}")
         if op is Op.HELLO:
-            if self.state is not ConnectionState.NEW:
+            if (self.state, _SE.RECEIVE_HELLO) not in _SERVER_TRANSITIONS:
                 raise RemoteProtocolError("hello was already received")
             versions = message.get("versions")
             client = message.get("client", "")
@@ -1036,7 +1178,7 @@ class BatchServer:
                     f"no common protocol version (this connection speaks {self.version})"
                 )
             return HelloRequestReceived(rid, tuple(versions), client)
-        if self.state is ConnectionState.NEW:
+        if (self.state, _RECEIVE_REQUEST) not in _SERVER_TRANSITIONS:
             raise RemoteProtocolError(f"{op.value} before hello")
         named = message.get("slots")
         if self.max_slots is not None and isinstance(named, list) and len(named) > self.max_slots:
@@ -1185,14 +1327,13 @@ class BatchServer:
         self._answer(rid, (op, request.slots), encode_frame(message))
 
     def _answer(self, rid: int, expected: tuple[Op, tuple[int, ...]], frame: bytes) -> None:
-        if self._pending.get(rid) != expected:
+        next_state = _SERVER_TRANSITIONS.get((self.state, _SEND_REPLY))
+        if next_state is None or self._pending.get(rid) != expected:
             raise LocalProtocolError(f"no pending {expected[0].value} request with id {rid}")
         del self._pending[rid]
         self._busy.difference_update(expected[1])
+        self.state = next_state
         self._outgoing.append(frame)
-
-    def _queue(self, message: Mapping[str, Any]) -> None:
-        self._outgoing.append(encode_frame(message))
 
     def events_received(self) -> list[HelloRequestReceived | BatchRequestReceived]:
         """Return and forget the requests parsed so far."""

@@ -367,14 +367,128 @@ def encode_request(request: Request) -> str:
 
 
 class SessionState(enum.Enum):
-    """States of a JSON ``/ws`` session (``docs/protocol.md`` section 2.5)."""
+    """States of a JSON ``/ws`` session (``docs/protocol.md`` section 2.5).
+
+    Both ends use them: :attr:`ClientSession.state` and :attr:`ServerSession.state` go
+    through the same states for the same frames.
+    """
 
     IDLE = "idle"  # open, no request in flight
-    AWAITING_OBSERVATION = "awaiting_observation"  # reset or step sent
-    AWAITING_STATE = "awaiting_state"  # state sent
+    AWAITING_OBSERVATION = "awaiting_observation"  # reset or step sent, not answered yet
+    AWAITING_STATE = "awaiting_state"  # state sent, not answered yet
     CLOSED = "closed"  # close sent, fatal error, or connection lost
 
+    # Members are singletons, so identity is their equality: hash them by identity too, in
+    # C (Enum's own __hash__ hashes the name in Python), for the transition tables' keys.
+    __hash__ = object.__hash__
 
+
+class _ClientEvent(enum.Enum):
+    """What happens to a :class:`ClientSession`: the columns of its transition table."""
+
+    SEND_RESET = "send_reset"
+    SEND_STEP = "send_step"
+    SEND_STATE = "send_state"
+    SEND_CLOSE = "send_close"
+    RECEIVE_OBSERVATION = "receive_observation"
+    RECEIVE_STATE = "receive_state"
+    RECEIVE_ERROR = "receive_error"  # an error frame whose code keeps the session
+    RECEIVE_FATAL_ERROR = "receive_fatal_error"  # an error frame whose code ends it
+    PROTOCOL_ERROR = "protocol_error"  # a frame that is malformed or answers nothing asked
+    CONNECTION_LOST = "connection_lost"
+
+    __hash__ = object.__hash__
+
+
+class _ServerEvent(enum.Enum):
+    """What happens to a :class:`ServerSession`: the columns of its transition table."""
+
+    RECEIVE_RESET = "receive_reset"
+    RECEIVE_STEP = "receive_step"
+    RECEIVE_STATE = "receive_state"
+    RECEIVE_CLOSE = "receive_close"
+    RECEIVE_BAD_FRAME = "receive_bad_frame"  # a malformed text frame, answered (2.6)
+    RECEIVE_BINARY = "receive_binary"  # a binary frame, answered with SESSION_ERROR
+    SEND_OBSERVATION = "send_observation"
+    SEND_STATE = "send_state"
+    SEND_ERROR = "send_error"  # with a code that keeps the session
+    SEND_FATAL_ERROR = "send_fatal_error"  # with a code that ends it
+
+    __hash__ = object.__hash__
+
+
+_IDLE = SessionState.IDLE
+_AWAITING_OBSERVATION = SessionState.AWAITING_OBSERVATION
+_AWAITING_STATE = SessionState.AWAITING_STATE
+_CLOSED = SessionState.CLOSED
+
+_CE = _ClientEvent
+_CLIENT_TRANSITIONS: dict[tuple[SessionState, _ClientEvent], SessionState] = {
+    (_IDLE, _CE.SEND_RESET): _AWAITING_OBSERVATION,
+    (_IDLE, _CE.SEND_STEP): _AWAITING_OBSERVATION,
+    (_IDLE, _CE.SEND_STATE): _AWAITING_STATE,
+    (_IDLE, _CE.SEND_CLOSE): _CLOSED,
+    (_IDLE, _CE.RECEIVE_FATAL_ERROR): _CLOSED,  # unsolicited, e.g. CAPACITY_REACHED
+    (_IDLE, _CE.PROTOCOL_ERROR): _CLOSED,
+    (_IDLE, _CE.CONNECTION_LOST): _CLOSED,
+    (_AWAITING_OBSERVATION, _CE.SEND_CLOSE): _CLOSED,
+    (_AWAITING_OBSERVATION, _CE.RECEIVE_OBSERVATION): _IDLE,
+    (_AWAITING_OBSERVATION, _CE.RECEIVE_ERROR): _IDLE,
+    (_AWAITING_OBSERVATION, _CE.RECEIVE_FATAL_ERROR): _CLOSED,
+    (_AWAITING_OBSERVATION, _CE.PROTOCOL_ERROR): _CLOSED,
+    (_AWAITING_OBSERVATION, _CE.CONNECTION_LOST): _CLOSED,
+    (_AWAITING_STATE, _CE.SEND_CLOSE): _CLOSED,
+    (_AWAITING_STATE, _CE.RECEIVE_STATE): _IDLE,
+    (_AWAITING_STATE, _CE.RECEIVE_ERROR): _IDLE,
+    (_AWAITING_STATE, _CE.RECEIVE_FATAL_ERROR): _CLOSED,
+    (_AWAITING_STATE, _CE.PROTOCOL_ERROR): _CLOSED,
+    (_AWAITING_STATE, _CE.CONNECTION_LOST): _CLOSED,
+    (_CLOSED, _CE.CONNECTION_LOST): _CLOSED,
+}
+"""``ClientSession``: (state, event) -> next state. A pair not listed is illegal (2.5)."""
+
+_SE = _ServerEvent
+_SERVER_TRANSITIONS: dict[tuple[SessionState, _ServerEvent], SessionState] = {
+    (_IDLE, _SE.RECEIVE_RESET): _AWAITING_OBSERVATION,
+    (_IDLE, _SE.RECEIVE_STEP): _AWAITING_OBSERVATION,
+    (_IDLE, _SE.RECEIVE_STATE): _AWAITING_STATE,
+    (_IDLE, _SE.RECEIVE_CLOSE): _CLOSED,
+    (_IDLE, _SE.RECEIVE_BAD_FRAME): _IDLE,
+    (_IDLE, _SE.RECEIVE_BINARY): _CLOSED,
+    (_IDLE, _SE.SEND_FATAL_ERROR): _CLOSED,  # unsolicited, e.g. CAPACITY_REACHED
+    (_AWAITING_OBSERVATION, _SE.SEND_OBSERVATION): _IDLE,
+    (_AWAITING_OBSERVATION, _SE.SEND_ERROR): _IDLE,
+    (_AWAITING_OBSERVATION, _SE.SEND_FATAL_ERROR): _CLOSED,
+    (_AWAITING_STATE, _SE.SEND_STATE): _IDLE,
+    (_AWAITING_STATE, _SE.SEND_ERROR): _IDLE,
+    (_AWAITING_STATE, _SE.SEND_FATAL_ERROR): _CLOSED,
+}
+"""``ServerSession``: (state, event) -> next state. A pair not listed is illegal (2.5)."""
+
+_CLIENT_RECEIVES = (
+    _CE.RECEIVE_OBSERVATION,
+    _CE.RECEIVE_STATE,
+    _CE.RECEIVE_ERROR,
+    _CE.RECEIVE_FATAL_ERROR,
+    _CE.PROTOCOL_ERROR,
+)
+_SERVER_RECEIVES = tuple(event for event in _ServerEvent if event.name.startswith("RECEIVE_"))
+# where a frame may be fed at all: the states with some receive event in their table row
+_CLIENT_READING = frozenset(s for s, e in _CLIENT_TRANSITIONS if e in _CLIENT_RECEIVES)
+_SERVER_READING = frozenset(s for s, e in _SERVER_TRANSITIONS if e in _SERVER_RECEIVES)
+# where a request is pending on the server: the states a kept-session error answers
+_SERVER_ANSWERING = frozenset(s for s, e in _SERVER_TRANSITIONS if e is _SE.SEND_ERROR)
+
+_REPLY_EVENTS: dict[type, _ClientEvent] = {
+    ObservationReceived: _CE.RECEIVE_OBSERVATION,
+    StateReceived: _CE.RECEIVE_STATE,
+}
+_REQUEST_EVENTS: dict[type, _ServerEvent] = {
+    ResetRequest: _SE.RECEIVE_RESET,
+    StepRequest: _SE.RECEIVE_STEP,
+    StateRequest: _SE.RECEIVE_STATE,
+    CloseRequest: _SE.RECEIVE_CLOSE,
+}
 _EXPECTED = {
     SessionState.AWAITING_OBSERVATION: ObservationReceived,
     SessionState.AWAITING_STATE: StateReceived,
@@ -388,6 +502,30 @@ class ClientSession:
     text frame. Feed every frame received to :meth:`receive_data`, then read
     :meth:`events_received`. An illegal call raises :class:`LocalProtocolError` and leaves
     the state unchanged.
+
+    The state is one :class:`SessionState`; every call is an event, and one table gives
+    the next state of each legal (state, event) pair (``docs/protocol.md`` section 2.5):
+
+    ======================  ============================  ============================
+    state                   event                         next state
+    ======================  ============================  ============================
+    IDLE                    send_reset, send_step         AWAITING_OBSERVATION
+    IDLE                    send_state                    AWAITING_STATE
+    any but CLOSED          send_close                    CLOSED
+    AWAITING_OBSERVATION    observation received          IDLE
+    AWAITING_STATE          state received                IDLE
+    AWAITING_*              error received, session kept  IDLE
+    any but CLOSED          error received, session ends  CLOSED
+    any but CLOSED          any other frame               CLOSED, RemoteProtocolError
+    any                     connection_lost               CLOSED
+    ======================  ============================  ============================
+
+    Any other pair is illegal: a ``send_*`` raises :class:`LocalProtocolError` with nothing
+    changed; a frame raises :class:`RemoteProtocolError` and closes the session (it is
+    "any other frame"), or, fed to a ``CLOSED`` session, changes nothing.
+
+    Attributes:
+        state: The session's :class:`SessionState`.
     """
 
     def __init__(self) -> None:
@@ -396,8 +534,11 @@ class ClientSession:
         self._events: list[Reply] = []
 
     # -- sending ------------------------------------------------------------------
-    def _send(self, request: Request, next_state: SessionState) -> None:
-        if self.state is not SessionState.IDLE:
+    def _send(self, event: _ClientEvent, request: Request) -> None:
+        next_state = _CLIENT_TRANSITIONS.get((self.state, event))
+        if next_state is None:
+            if event is _CE.SEND_CLOSE:
+                raise LocalProtocolError("session already closed")
             raise LocalProtocolError(
                 f"cannot send {type(request).__name__} in state {self.state.value}: "
                 "OpenEnv allows one request in flight per session"
@@ -408,22 +549,19 @@ class ClientSession:
 
     def send_reset(self, **kwargs: Any) -> None:
         """Queue a ``reset``. Next: :meth:`data_to_send`, then await one reply."""
-        self._send(ResetRequest(kwargs), SessionState.AWAITING_OBSERVATION)
+        self._send(_CE.SEND_RESET, ResetRequest(kwargs))
 
     def send_step(self, action: Mapping[str, Any]) -> None:
         """Queue a ``step`` with the action's fields. Next: :meth:`data_to_send`."""
-        self._send(StepRequest(action), SessionState.AWAITING_OBSERVATION)
+        self._send(_CE.SEND_STEP, StepRequest(action))
 
     def send_state(self) -> None:
         """Queue a ``state`` request. Next: :meth:`data_to_send`."""
-        self._send(StateRequest(), SessionState.AWAITING_STATE)
+        self._send(_CE.SEND_STATE, StateRequest())
 
     def send_close(self) -> None:
         """Queue a ``close``; the session is closed at once. Allowed in any open state."""
-        if self.state is SessionState.CLOSED:
-            raise LocalProtocolError("session already closed")
-        self._outgoing.append(encode_request(CloseRequest()))
-        self.state = SessionState.CLOSED
+        self._send(_CE.SEND_CLOSE, CloseRequest())
 
     def data_to_send(self) -> list[str]:
         """Return and forget the text frames queued for sending."""
@@ -438,34 +576,40 @@ class ClientSession:
             RemoteProtocolError: The frame is malformed, or answers nothing we asked
                 (the session is closed: it cannot be trusted any more).
         """
-        if self.state is SessionState.CLOSED:
+        state = self.state
+        if state not in _CLIENT_READING:
             raise RemoteProtocolError("frame received on a closed session")
         try:
             reply = decode_reply(data)
             if isinstance(reply, ErrorReceived):
-                if self.state is SessionState.IDLE and not reply.ends_session:
-                    raise RemoteProtocolError(f"unsolicited {reply.code} error frame")
-            elif self.state is SessionState.IDLE:
-                raise RemoteProtocolError(f"unsolicited {type(reply).__name__} frame")
-            elif not isinstance(reply, _EXPECTED[self.state]):
-                raise RemoteProtocolError(
-                    f"expected {_EXPECTED[self.state].__name__}, got {type(reply).__name__}"
-                )
+                event = _CE.RECEIVE_FATAL_ERROR if reply.ends_session else _CE.RECEIVE_ERROR
+            else:
+                event = _REPLY_EVENTS[type(reply)]
+            next_state = _CLIENT_TRANSITIONS.get((state, event))
+            if next_state is None:
+                raise RemoteProtocolError(_unexpected(state, reply))
         except RemoteProtocolError:
-            self.state = SessionState.CLOSED
+            self.state = _CLIENT_TRANSITIONS[(state, _CE.PROTOCOL_ERROR)]
             raise
-        closes = isinstance(reply, ErrorReceived) and reply.ends_session
-        self.state = SessionState.CLOSED if closes else SessionState.IDLE
+        self.state = next_state
         self._events.append(reply)
 
     def connection_lost(self) -> None:
         """Record that the socket is gone. Any pending request is lost."""
-        self.state = SessionState.CLOSED
+        self.state = _CLIENT_TRANSITIONS[(self.state, _CE.CONNECTION_LOST)]
 
     def events_received(self) -> list[Reply]:
         """Return and forget the replies parsed so far."""
         events, self._events = self._events, []
         return events
+
+
+def _unexpected(state: SessionState, reply: Reply) -> str:
+    """Why ``reply`` cannot come in ``state`` (a session that is open)."""
+    if state is SessionState.IDLE:
+        what = f"{reply.code} error" if isinstance(reply, ErrorReceived) else type(reply).__name__
+        return f"unsolicited {what} frame"
+    return f"expected {_EXPECTED[state].__name__}, got {type(reply).__name__}"
 
 
 class ServerSession:
@@ -480,20 +624,53 @@ class ServerSession:
     queued and close the socket (code 1000). An illegal call raises
     :class:`LocalProtocolError` and leaves the state unchanged.
 
+    The state is one :class:`SessionState` (``AWAITING_*``: a request is pending, the
+    client awaits its answer); every call is an event, and one table gives the next state
+    of each legal (state, event) pair (``docs/protocol.md`` section 2.5):
+
+    ======================  ============================  ============================
+    state                   event                         next state
+    ======================  ============================  ============================
+    IDLE                    reset or step received        AWAITING_OBSERVATION
+    IDLE                    state received                AWAITING_STATE
+    IDLE                    close received                CLOSED
+    IDLE                    malformed text frame (2.6)    IDLE, error frame queued
+    IDLE                    binary frame                  CLOSED, SESSION_ERROR queued
+    AWAITING_OBSERVATION    send_observation              IDLE
+    AWAITING_STATE          send_state                    IDLE
+    AWAITING_*              send_error, session kept      IDLE
+    any but CLOSED          send_error, session ends      CLOSED
+    ======================  ============================  ============================
+
+    Any other pair is illegal: :class:`LocalProtocolError`, nothing changed.
+
     Attributes:
-        closed: The session is over (``close`` received, fatal error sent, binary frame).
+        state: The session's :class:`SessionState`.
     """
 
     def __init__(self) -> None:
-        self._pending: Request | None = None
+        self.state = SessionState.IDLE
+        self._request: Request | None = None
         self._outgoing: list[str] = []
         self._events: list[Request] = []
-        self.closed = False
+
+    @property
+    def closed(self) -> bool:
+        """The session is over (``close`` received, fatal error sent, binary frame)."""
+        return self.state is _CLOSED
 
     @property
     def pending(self) -> Request | None:
         """The request received and not answered yet, if any."""
-        return self._pending
+        return self._request if self.state in _SERVER_ANSWERING else None
+
+    def _check_reading(self) -> SessionState:
+        state = self.state
+        if state not in _SERVER_READING:
+            if state is _CLOSED:
+                raise LocalProtocolError("frame received on a closed session")
+            raise LocalProtocolError("previous request not answered yet")
+        return state
 
     def receive_data(self, data: str | bytes) -> None:
         """Feed one received frame. Next: :meth:`events_received` and :meth:`data_to_send`.
@@ -504,15 +681,11 @@ class ServerSession:
             LocalProtocolError: A frame arrived while the previous request is unanswered,
                 or after the session closed.
         """
-        if self.closed:
-            raise LocalProtocolError("frame received on a closed session")
-        if self._pending is not None:
-            raise LocalProtocolError("previous request not answered yet")
+        state = self._check_reading()
         if not isinstance(data, str):
-            self._outgoing.append(
-                _error_frame(ErrorCode.SESSION_ERROR, "Binary frames are not supported", {})
-            )
-            self.closed = True
+            frame = _error_frame(ErrorCode.SESSION_ERROR, "Binary frames are not supported", {})
+            self.state = _SERVER_TRANSITIONS[(state, _SE.RECEIVE_BINARY)]
+            self._outgoing.append(frame)
             return
         try:
             request = _decode_request(data)
@@ -521,12 +694,11 @@ class ServerSession:
                 frame = _error_frame(bad.code, bad.message, bad.details)
             except LocalProtocolError:  # input nested too deep to be echoed back
                 frame = _error_frame(bad.code, bad.message, {})
+            self.state = _SERVER_TRANSITIONS[(state, _SE.RECEIVE_BAD_FRAME)]
             self._outgoing.append(frame)
             return
-        if isinstance(request, CloseRequest):
-            self.closed = True
-        else:
-            self._pending = request
+        self.state = _SERVER_TRANSITIONS[(state, _REQUEST_EVENTS[type(request)])]
+        self._request = request
         self._events.append(request)
 
     def receive_invalid_text(self, data: bytes) -> None:
@@ -538,29 +710,29 @@ class ServerSession:
         Raises:
             LocalProtocolError: As :meth:`receive_data`.
         """
-        if self.closed:
-            raise LocalProtocolError("frame received on a closed session")
-        if self._pending is not None:
-            raise LocalProtocolError("previous request not answered yet")
+        state = self._check_reading()
         try:
             data.decode()
         except UnicodeDecodeError as exc:
             reason = str(exc)
         else:
             raise LocalProtocolError("the frame is UTF-8: feed it to receive_data")
-        self._outgoing.append(
-            _error_frame(ErrorCode.INVALID_JSON, f"Invalid JSON: text is not UTF-8: {reason}", {})
+        frame = _error_frame(
+            ErrorCode.INVALID_JSON, f"Invalid JSON: text is not UTF-8: {reason}", {}
         )
+        self.state = _SERVER_TRANSITIONS[(state, _SE.RECEIVE_BAD_FRAME)]
+        self._outgoing.append(frame)
 
     def events_received(self) -> list[Request]:
         """Return and forget the requests parsed so far."""
         events, self._events = self._events, []
         return events
 
-    def _answer(self, kinds: tuple[type, ...], what: str, frame: str) -> None:
-        if not isinstance(self._pending, kinds):
+    def _answer(self, event: _ServerEvent, what: str, frame: str) -> None:
+        next_state = _SERVER_TRANSITIONS.get((self.state, event))
+        if next_state is None:
             raise LocalProtocolError(f"no pending request to answer with {what}")
-        self._pending = None
+        self.state = next_state
         self._outgoing.append(frame)
 
     def send_observation(
@@ -577,7 +749,7 @@ class ServerSession:
         """
         data = observation_payload(observation, reward, done, metadata)
         self._answer(
-            (ResetRequest, StepRequest),
+            _SE.SEND_OBSERVATION,
             "an observation",
             dumps({"type": "observation", "data": data}),
         )
@@ -588,7 +760,7 @@ class ServerSession:
         Raises:
             LocalProtocolError: No ``state`` is pending, or a value is not JSON.
         """
-        self._answer((StateRequest,), "a state", dumps({"type": "state", "data": dict(state)}))
+        self._answer(_SE.SEND_STATE, "a state", dumps({"type": "state", "data": dict(state)}))
 
     def send_error(self, code: ErrorCode, message: str, **details: Any) -> None:
         """Answer the pending request (or, with a fatal code, none) with an error frame.
@@ -601,15 +773,11 @@ class ServerSession:
             LocalProtocolError: The session is closed, a non-fatal code answers nothing,
                 or a detail is not JSON.
         """
-        if self.closed:
+        if self.state is _CLOSED:
             raise LocalProtocolError("cannot send an error on a closed session")
         frame = _error_frame(code, message, details)
-        if code.ends_session:
-            self._pending = None
-            self.closed = True
-            self._outgoing.append(frame)
-        else:
-            self._answer((ResetRequest, StepRequest, StateRequest), "an error", frame)
+        event = _SE.SEND_FATAL_ERROR if code.ends_session else _SE.SEND_ERROR
+        self._answer(event, "an error", frame)
 
     def data_to_send(self) -> list[str]:
         """Return and forget the text frames queued for sending."""
