@@ -19,6 +19,9 @@ Usage, client side::
 
 The server side (:class:`BatchServer`) turns frames into :class:`BatchRequestReceived`
 events and replies with :meth:`BatchServer.send_results`.
+
+One cohesive concern, over 600 lines: the batched protocol (docs/protocol.md section 3),
+both ends of it: frames, columns, and the client's and the server's state machines.
 """
 
 from __future__ import annotations

@@ -18,6 +18,9 @@ Usage, client side::
 The server side (:class:`ServerSession`) mirrors it: ``receive_data`` turns frames into
 request events (answering malformed frames itself, as OpenEnv servers do), and
 ``send_observation`` / ``send_state`` / ``send_error`` queue replies.
+
+One cohesive concern, over 600 lines: OpenEnv's JSON ``/ws`` protocol (docs/protocol.md
+section 2), both ends of a session and their state machines.
 """
 
 from __future__ import annotations
