@@ -117,11 +117,14 @@ class EnvRecord:
         return resolve(self.text_interface, "text_interface")()
 
 
-def resolve(target: Callable[..., Any] | str, what: str = "target") -> Callable[..., Any]:
+def resolve(
+    target: Callable[..., Any] | str, what: str = "target", *, callable_only: bool = True
+) -> Any:
     """``target`` itself, or the attribute a ``"module:attribute"`` string names.
 
     Raises:
-        ConfigurationError: A malformed string, a missing module or attribute.
+        ConfigurationError: A malformed string, a missing module or attribute; with
+            ``callable_only``, an attribute that is not callable.
     """
     if not isinstance(target, str):
         return target
@@ -137,9 +140,9 @@ def resolve(target: Callable[..., Any] | str, what: str = "target") -> Callable[
             obj = getattr(obj, part)
         except AttributeError:
             raise ConfigurationError(f"{module_name!r} has no attribute {attr!r}") from None
-    if not callable(obj):
+    if callable_only and not callable(obj):
         raise ConfigurationError(f"{what} {target!r} is not callable")
-    return obj  # type: ignore[no-any-return]
+    return obj
 
 
 _lock = threading.RLock()

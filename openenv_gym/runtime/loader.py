@@ -90,16 +90,7 @@ def load_env(spec: str) -> Callable[[], Any]:
         raise ConfigurationError(
             f"unknown environment {spec!r}: use one of {known} or module:Class"
         )
-    try:
-        module = importlib.import_module(module_name)
-    except ImportError as exc:
-        raise ConfigurationError(f"cannot import {module_name!r}: {exc}") from exc
-    obj: Any = module
-    for part in attr.split("."):
-        try:
-            obj = getattr(obj, part)
-        except AttributeError:
-            raise ConfigurationError(f"{module_name!r} has no attribute {attr!r}") from None
+    obj = envs.resolve(target, "environment", callable_only=False)
     if not callable(obj):
         raise ConfigurationError(f"{spec!r} is not a class or factory")
     return obj  # type: ignore[no-any-return]
