@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-PACKAGE = Path(__file__).resolve().parents[1] / "openenv_gym"
+PACKAGE = Path(__file__).resolve().parents[2] / "openenv_gym"
 LIMIT = 600
 MARK = "One cohesive concern"
 

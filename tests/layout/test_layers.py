@@ -14,7 +14,7 @@ from typing import Any
 
 import openenv_gym
 
-PYPROJECT = Path(__file__).resolve().parents[1] / "pyproject.toml"
+PYPROJECT = Path(__file__).resolve().parents[2] / "pyproject.toml"
 
 
 def _contracts() -> list[dict[str, Any]]:
