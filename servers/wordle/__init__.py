@@ -11,8 +11,9 @@ the record imports no game code.
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from openenv_gym_servers import lazy_exports
 
 if TYPE_CHECKING:
     from openenv_gym_servers.wordle.environment import WordleEnvironment
@@ -56,16 +57,4 @@ _LAZY = {
 }
 
 
-def __getattr__(name: str) -> Any:
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    # openenv_gym first: importing it reads every record (the record module imports it)
-    importlib.import_module("openenv_gym")
-    value = getattr(importlib.import_module(f"{__name__}.{module}"), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted(__all__)
+__getattr__, __dir__ = lazy_exports(__name__, _LAZY)
