@@ -41,7 +41,8 @@ from typing import Any, ClassVar, TypeVar
 import psutil
 import pytest
 from pydantic import Field
-from websockets.asyncio.server import serve
+from websockets.asyncio.server import ServerConnection, serve
+from websockets.exceptions import ConnectionClosed
 
 from openenv_gym.runtime.app import EnvServer, ServerConfig
 from openenv_gym.runtime.environment import (
@@ -477,6 +478,21 @@ def env_server() -> Iterator[Callable[..., RunningServer]]:
 def ping_server(env_server: Callable[..., RunningServer]) -> RunningServer:
     """A :class:`PingEnv` server, default config."""
     return env_server()
+
+
+def quietly(handler: Callable[[ServerConnection], Any]) -> Callable[[ServerConnection], Any]:
+    """``handler``, ending quietly when the client goes.
+
+    websockets logs the traceback of a handler that raises, from the server's thread; on
+    Python 3.11.7 that may race with pytest rendering a traceback (both parse source with
+    ``ast``, which is not thread-safe there: "AST constructor recursion depth mismatch").
+    """
+
+    async def run(ws: ServerConnection) -> None:
+        with contextlib.suppress(ConnectionClosed):
+            await handler(ws)
+
+    return run
 
 
 @pytest.fixture

@@ -18,8 +18,8 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
+from openenv_gym_test_envs import quietly
 from websockets.asyncio.server import ServerConnection
-from websockets.exceptions import ConnectionClosed
 
 import openenv_gym.transport
 from openenv_gym.exceptions import (
@@ -40,16 +40,6 @@ SOON = 20.0
 
 def soon() -> float:
     return time.monotonic() + SOON
-
-
-def quietly(handler: Callable[[ServerConnection], Any]) -> Callable[[ServerConnection], Any]:
-    """``handler``, ending quietly when the client goes (no traceback from the server thread)."""
-
-    async def run(ws: ServerConnection) -> None:
-        with contextlib.suppress(ConnectionClosed):
-            await handler(ws)
-
-    return run
 
 
 @pytest.fixture

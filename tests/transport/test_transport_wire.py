@@ -25,9 +25,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from openenv_gym_test_envs import ServerThread
+from openenv_gym_test_envs import ServerThread, quietly
 from websockets.asyncio.server import ServerConnection, serve
-from websockets.exceptions import ConnectionClosed
 
 from openenv_gym.exceptions import (
     ConnectError,
@@ -118,21 +117,6 @@ async def echo(ws: ServerConnection) -> None:
     """Send every message back as it came (text as text, binary as binary)."""
     async for message in ws:
         await ws.send(message)
-
-
-def quietly(handler: Callable[[ServerConnection], Any]) -> Callable[[ServerConnection], Any]:
-    """``handler``, ending quietly when the client goes.
-
-    websockets logs the traceback of a handler that raises, from the server's thread; on
-    Python 3.11.7 that may race with pytest rendering a traceback (both parse source with
-    ``ast``, which is not thread-safe there: "AST constructor recursion depth mismatch").
-    """
-
-    async def run(ws: ServerConnection) -> None:
-        with contextlib.suppress(ConnectionClosed):
-            await handler(ws)
-
-    return run
 
 
 @pytest.fixture
