@@ -81,27 +81,25 @@ class Dispatcher:
         holds the error.
         """
         shards = self.shards
-        if len(requests) == 1:
-            r = requests[0]
-            shard = shards[r.shard]
-            return [Pending(shard, shard.send(r.op, r.positions, r.ids, r.args, r.numeric), r.ids)]
-        # several frames for one server (a reset and a step frame, or frame_size windows)
-        # leave in one write: the server wakes once and reads them together
-        touched = [shards[k] for k in dict.fromkeys(r.shard for r in requests)]
-        for shard in touched:
-            shard.hold()
+        # every frame for one server (a reset and a step frame, or frame_size windows)
+        # leaves in one write, as soon as its last one is queued: the server wakes once
+        # and reads them together, and starts while the next server's are encoded
+        last = {r.shard: i for i, r in enumerate(requests)}
+        for k in last:
+            shards[k].hold()
+        pending: list[Pending] = []
         try:
-            return [
-                Pending(
-                    shards[r.shard],
-                    shards[r.shard].send(r.op, r.positions, r.ids, r.args, r.numeric),
-                    r.ids,
+            for i, r in enumerate(requests):
+                shard = shards[r.shard]
+                pending.append(
+                    Pending(shard, shard.send(r.op, r.positions, r.ids, r.args, r.numeric), r.ids)
                 )
-                for r in requests
-            ]
+                if last[r.shard] == i:
+                    shard.release()
         finally:
-            for shard in touched:
-                shard.release()
+            for k in last:
+                shards[k].release()  # after a failure: release is a no-op once released
+        return pending
 
     # ------------------------------------------------------------------ collect
     def collect(

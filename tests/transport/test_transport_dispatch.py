@@ -304,6 +304,33 @@ def test_several_frames_for_one_server_leave_in_one_write(fleet):
     assert_echoed(Dispatcher.take(f.dispatcher.collect(pending)[0]), hello)
 
 
+def test_a_server_gets_its_frames_before_the_next_server_is_encoded(fleet):
+    # one server's frames are written once its last one is queued, not after every server's
+    f = fleet(("batch", 2), ("batch", 2))
+    f.dispatcher.run(f.requests("reset"))
+    first = f.shards[0].sockets[0]
+    first.sock = counted = _CountingSocket(first.sock)
+    second = f.shards[1]
+    seen: list[int] = []
+    real_send = second.send
+
+    def send(*args: Any, **kwargs: Any) -> Any:
+        seen.append(counted.sends)
+        return real_send(*args, **kwargs)
+
+    second.send = send  # type: ignore[method-assign]
+    requests = [
+        Request(0, "reset", [0], [0], None),
+        Request(0, "step", [1], [1], [{"message": hello(1)}]),
+        Request(1, "step", [0, 1], [2, 3], [{"message": hello(2)}, {"message": hello(3)}]),
+    ]
+    pending = f.dispatcher.submit(requests)
+    assert seen == [1]  # both of server 0's frames, in one write, before server 1's send
+    assert counted.sends == 1
+    outcomes = [Dispatcher.take(p) for p in f.dispatcher.collect(pending)]
+    assert sorted(int(o.ids[0]) for o in outcomes) == [0, 1, 2]
+
+
 def test_a_server_lost_while_frames_are_held_fails_those_requests(fleet):
     f = fleet(("batch", 2), ("batch", 1))
     f.dispatcher.run(f.requests("reset"))
