@@ -86,7 +86,8 @@ needs_torch = pytest.mark.skipif(
 
 @needs_sb3
 @pytest.mark.timeout(300)
-def test_sb3_catch_ppo_smoke(tmp_path: Path) -> None:
+def test_sb3_catch_ppo_smoke(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("SB3_LOGDIR", str(tmp_path))  # else SB3's logger makes /tmp/SB3-<time>
     png = tmp_path / "curve.png"
     out = run_example("sb3_catch_ppo.py", "--plot", str(png))
     assert re.search(r"trained: \d+ steps", out), out

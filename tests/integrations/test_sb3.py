@@ -3,6 +3,8 @@ PPO that learns Catch through it (real local server, real SB3)."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import gymnasium
 import numpy as np
 import pytest
@@ -108,9 +110,13 @@ def test_refuses_a_vector_env_without_same_step_autoreset() -> None:
 
 @pytest.mark.slow
 @pytest.mark.timeout(900)
-def test_ppo_learns_catch_through_the_adapter() -> None:
+def test_ppo_learns_catch_through_the_adapter(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """SB3's PPO reaches a mean return >= 0.9 (random: about -0.6) in 30k steps, seed 0."""
     from stable_baselines3 import PPO
+
+    monkeypatch.setenv("SB3_LOGDIR", str(tmp_path))  # else its logger makes /tmp/SB3-<time>
 
     venv = VecMonitor(make_sb3_vec_env("openenv/Catch-v0", num_envs=8, seed=0))
     try:
