@@ -35,7 +35,7 @@ __all__ = ["batch_table", "result_table"]
 _WIRE_APART = frozenset({"done", "reward", "metadata"})  # travel in their own keys
 _PLAIN = (str, bool)  # written as they are
 _NUMBERS = {int: np.int64, float: np.float64}
-_STACK_FROM = 16  # fewer numbers go out as a plain array: cheaper than an ndarray there
+_STACK_FROM = 16  # fewer numbers (or lists of them) go out as plain arrays: cheaper there
 
 
 @dataclass(frozen=True, slots=True)
@@ -137,7 +137,7 @@ def _column(spec: _Field, values: list[Any], ok: list[int], n: int) -> tuple[Any
         and set(map(type, values)) == {spec.number}
     ):
         return _spread(np.array(values, dtype=_NUMBERS[spec.number]), ok, n), True  # type: ignore[index]
-    elif spec.kind == "numbers" and values:
+    elif spec.kind == "numbers" and len(values) >= _STACK_FROM:
         try:
             array = np.array(values)
         except ValueError:  # ragged

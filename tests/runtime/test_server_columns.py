@@ -60,3 +60,35 @@ def test_failed_slots_keep_nan_and_false(rewards: list[Any], dones: list[Any]) -
     flags = [bool(d) for d in dones]
     assert table.dones.tolist() == [*flags[:2], False, *flags[2:]]
     assert table.errors == {2: failed}
+
+
+@pytest.mark.parametrize("n", [1, 15, 16, 40])
+def test_number_fields_are_ndarrays_from_16_slots_and_plain_arrays_below(n: int) -> None:
+    """3.9.4: numbers, and lists of numbers, go out as plain arrays below 16 slots."""
+    from openenv_gym_servers.wordle.models import WordleObservation
+
+    fields = {
+        "prompt": ["p"] * n,
+        "messages": [[]] * n,
+        "current_player_id": list(range(n)),
+        "legal_players": [[0, k] for k in range(n)],
+        "info": [{}] * n,
+    }
+    table = batch_table(
+        ObservationBatch(fields, rewards=[0.0] * n, dones=[False] * n),
+        WordleObservation,
+        [None] * n,
+        list(range(n)),
+    )
+    columns = table.observations
+    if n >= 16:
+        assert table.numeric == {"current_player_id", "legal_players"}
+        assert columns["legal_players"].shape == (n, 2)
+    else:
+        assert table.numeric == frozenset()
+        assert columns["current_player_id"] == list(range(n))
+        assert columns["legal_players"] == [[0, k] for k in range(n)]
+    # either way, every slot reads back the values it reported
+    rows = bp.columns_to_rows(columns, table.numeric, n)
+    assert [r["legal_players"] for r in rows] == [[0, k] for k in range(n)]
+    assert [r["current_player_id"] for r in rows] == list(range(n))
