@@ -667,7 +667,9 @@ class BatchClient:
         slot_tuple = tuple(slots)
         if not slot_tuple:
             raise LocalProtocolError(f"{op.value} needs at least one slot")
-        if not all(_is_uint(s) for s in slot_tuple):
+        if not (set(map(type, slot_tuple)) == _INTS and min(slot_tuple) >= 0) and not all(
+            _is_uint(s) for s in slot_tuple
+        ):  # plain ints (the usual case) are checked in C, other int kinds one by one
             raise LocalProtocolError(f"{op.value}: slots must be non-negative integers")
         if len(set(slot_tuple)) != len(slot_tuple):
             raise LocalProtocolError(f"{op.value}: duplicate slots")
