@@ -200,8 +200,12 @@ class OpenEnvToolEnv:
 def _tool_method(spec: Tool) -> Callable[..., str]:
     signature = spec.signature()
     name = spec.name
+    # TRL calls a tool with every argument by keyword: then binding is a key comparison
+    everything = frozenset(p.name for p in spec.params)
 
     def tool(self: OpenEnvToolEnv, *args: Any, **kwargs: Any) -> str:
+        if not args and kwargs.keys() == everything:
+            return self._act(spec, kwargs)
         try:
             bound = signature.bind(self, *args, **kwargs)
         except TypeError as exc:
