@@ -55,8 +55,14 @@ class _BatchSlot:
         bare "session closed".
         """
         if not self._failure_raised:
-            self.conn.poll()
-            failure = self.conn.failure
+            conn = self.conn
+            ws = conn.ws
+            if ws.messages or ws.failure is not None:
+                # the keepalive thread read something (a close, an error): take it in.
+                # Otherwise the call's own read finds whatever came since, with no extra
+                # syscall here
+                conn.poll()
+            failure = conn.failure
             if failure is not None:
                 self._failure_raised = True
                 raise failure
