@@ -20,9 +20,11 @@ becomes an object column).
 from __future__ import annotations
 
 import operator
+from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from itertools import chain
+from typing import Any, cast
 
 import numpy as np
 
@@ -123,18 +125,18 @@ def _numeric_column(
 def _uniform(infos: Sequence[Mapping[str, Any]]) -> list[tuple[str, list[Any]]] | None:
     """Each key of ``infos[0]`` with its values, in order, if every info has exactly its keys.
 
-    For plain dicts, equal lengths and every row holding every key of the first mean equal
-    key sets: the columns are gathered on the way, so the check costs one ``len`` per row.
-    Another Mapping's ``[]`` may answer a missing key (a ``defaultdict`` even adds it), so
-    those compare their key sets first.
+    For rows that are not all plain dicts (plain dicts take :func:`_batch_dicts`): another
+    Mapping's ``[]`` may answer a missing key (a ``defaultdict`` even adds it), so the key
+    sets are compared before any ``[]``.
     """
     first = infos[0]
     width = len(first)
     if not all(map(width.__eq__, map(len, infos))):
         return None
-    if set(map(type, infos)) != {dict} and not all(
-        map(first.keys().__eq__, (info.keys() for info in infos))
-    ):
+    keys = first.keys()
+    # ``==``, not ``keys.__eq__``: a dict's keys answer NotImplemented to another
+    # Mapping's (which ``==`` then asks), and NotImplemented is truthy
+    if not all(keys == info.keys() for info in infos):
         return None
     try:
         return [(key, [info[key] for info in infos]) for key in first]
@@ -153,9 +155,12 @@ def _full_column(key: str, values: Sequence[Any], n: int) -> Any:
     if key == "final_obs":
         return _objects(values, n)
     if kinds == {dict}:
-        return batch_infos(values)
-    if len(kinds) == 1 and (first.__class__ in (int, float, bool) or isinstance(first, np.number)):
-        return np.array(values, dtype=first.__class__)
+        return _batch_dicts(values, len(values))
+    if len(kinds) == 1:
+        if first.__class__ in (int, float, bool):  # what np.array(values, dtype=...) gives
+            return np.fromiter(values, dtype=first.__class__, count=n)
+        if isinstance(first, np.number):
+            return np.array(values, dtype=first.__class__)
     if not isinstance(first, int | float | bool | dict | np.ndarray | np.generic):
         # the first value is an object (str, list, None...): an object column, as
         # Gymnasium types a column by its first value
@@ -167,9 +172,10 @@ def _full_column(key: str, values: Sequence[Any], n: int) -> Any:
 def _batch_uniform(columns: list[tuple[str, list[Any]]], n: int) -> dict[str, Any]:
     """Batch infos that all have the same keys (the usual case): whole columns at once."""
     out: dict[str, Any] = {}
+    every = np.ones(n, dtype=np.bool_)
     for key, values in columns:
         out[key] = _full_column(key, values, n)
-        out[f"_{key}"] = np.ones(n, dtype=np.bool_)
+        out[f"_{key}"] = every.copy()
     return out
 
 
@@ -181,7 +187,12 @@ def batch_infos(infos: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
     ([1, 0, 3], [True, False, True])
     """
     n = len(infos)
-    uniform = _uniform(infos) if n else None
+    if not n:
+        return {}
+    if set(map(type, infos)) == {dict}:
+        return _batch_dicts(cast("Sequence[dict[str, Any]]", infos), n)
+    # another Mapping: its items() as it gives them
+    uniform = _uniform(infos)
     if uniform is not None:
         return _batch_uniform(uniform, n)
     columns: dict[str, tuple[list[int], list[Any]]] = {}
@@ -197,6 +208,68 @@ def batch_infos(infos: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
         at = np.array(rows, dtype=np.intp)
         out[key] = _partial_column(key, rows, values, n, at)
         out[f"_{key}"] = _mask(at, n)
+    return out
+
+
+def _batch_dicts(
+    infos: Sequence[dict[str, Any]],
+    n: int,
+    rows: list[int] | None = None,
+    at: _Index | None = None,
+) -> dict[str, Any]:
+    """:func:`batch_infos` of plain dicts placed at ``rows`` (ascending, distinct; None: 0..n-1).
+
+    Keys in order of first appearance (row by row, each row's keys in its order), each
+    gathered in one pass: a key every row holds is a whole column (at ``rows``), a key
+    some rows hold is gathered from them. The usual case, every key of the first row in
+    every row, costs one ``[]`` per value and one ``len`` per row: the rows of the first's
+    length then hold exactly its keys, and only the longer ones are searched for others.
+    A plain dict's ``[]`` raises on a missing key and lists a key once, so neither a
+    failed gather nor a count can be wrong.
+    """
+    count = len(infos)
+    first = infos[0]
+    candidates: Sequence[int]  # the rows that may hold keys not in ``whole``
+    try:
+        whole = {key: [info[key] for info in infos] for key in first}
+    except KeyError:  # a row lacks a key of the first: count every key's rows
+        seen = Counter(chain.from_iterable(infos))
+        whole = {key: [info[key] for info in infos] for key, k in seen.items() if k == count}
+        keys: Mapping[str, Any] = seen
+        candidates = range(count)
+    else:
+        width = len(first)
+        sizes = list(map(len, infos))
+        if sizes.count(width) == count:  # the same keys throughout
+            keys = whole
+            candidates = ()
+        else:
+            candidates = [j for j, size in enumerate(sizes) if size != width]
+            keys = dict.fromkeys(chain(first, *(infos[j] for j in candidates)))
+    out: dict[str, Any] = {}
+    shared: np.ndarray[Any, Any] | None = None  # the mask of a key every row holds
+    for key in keys:
+        values = whole.get(key)
+        if values is not None:
+            if shared is None:
+                if rows is None:
+                    shared = np.ones(n, dtype=np.bool_)
+                else:
+                    at = _at(rows, at)
+                    shared = _mask(at, n)
+            if rows is None:
+                out[key] = _full_column(key, values, n)
+            else:
+                out[key] = _partial_column(key, rows, values, n, at)
+            out[f"_{key}"] = shared.copy()
+            continue
+        holders = [j for j in candidates if key in infos[j]]
+        values = [infos[j][key] for j in holders]
+        if rows is not None:
+            holders = [rows[j] for j in holders]
+        key_at = np.array(holders, dtype=np.intp)
+        out[key] = _partial_column(key, holders, values, n, key_at)
+        out[f"_{key}"] = _mask(key_at, n)
     return out
 
 
@@ -234,16 +307,8 @@ def _dict_column(
     """:func:`batch_infos` of ``values`` placed at ``rows`` (``{}`` elsewhere; non-dicts too)."""
     if set(map(type, values)) == {dict} and len(set(rows)) == len(rows):
         if len(rows) == n:  # rows ascending and distinct: 0..n-1
-            return batch_infos(values)
-        uniform = _uniform(values)
-        if uniform is not None:  # the same keys throughout: every sub-column has these rows
-            at = _at(rows, at)
-            mask = _mask(at, n)
-            out: dict[str, Any] = {}
-            for key, column in uniform:
-                out[key] = _partial_column(key, rows, column, n, at)
-                out[f"_{key}"] = mask.copy()
-            return out
+            return _batch_dicts(values, n)
+        return _batch_dicts(values, n, rows, at)
     nested: list[Mapping[str, Any]] = [{}] * n
     for i, value in zip(rows, values, strict=True):
         if isinstance(value, dict):
