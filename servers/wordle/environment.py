@@ -70,7 +70,7 @@ from openenv_gym_servers.wordle.models import (
     WordleObservation,
     WordleState,
 )
-from openenv_gym_servers.wordle.words import score_guess, secret_words, valid_words
+from openenv_gym_servers.wordle.words import feedback_line, secret_words, valid_words
 
 __all__ = ["WordleEnvironment"]
 
@@ -84,6 +84,8 @@ PLAYER_ID = 0
 _GUESS = re.compile(r"\[(\w+)\]")
 # TextArena strips role tags ("[Player]", "[GAME]") from the echoed player action.
 _ROLE_TAGS = ("[Player]", "[GAME]")
+# The only "[word]" messages that are a role tag (echoed as ""), by the word.
+_TAG_WORDS = frozenset(tag[1:-1] for tag in _ROLE_TAGS)
 
 _PROMPT_TEXT = (
     "You are Playing Wordle.\n"
@@ -104,6 +106,10 @@ _NO_BRACKETS = (
     "You tried submitting a word in the wrong format. Please make sure to use squared brackets."
 )
 _WIN_REASON = "Congratulations! You guessed the word correctly!"
+_LENGTH_PROBLEM = f"Your word must be exactly {WORD_LENGTH} letters."
+# The game's reply to a valid guess up to its feedback line, by word: a valid guess is a
+# word of the list, so this holds at most one entry per listed word.
+_SUBMITTED: dict[str, str] = {}
 
 _DESCRIPTION = (
     "Wordle as TextArena's Wordle-v0: guess a secret five-letter word in six tries, with "
@@ -143,7 +149,8 @@ class WordleEnvironment(Environment[WordleAction, WordleObservation, WordleState
         self._episode_id: str | None = None
         self._step_count = 0
         self._secret = ""
-        self._history: list[tuple[str, tuple[str, ...]]] = []
+        # (word, feedback line: the letters joined by spaces, as printed)
+        self._history: list[tuple[str, str]] = []
         self._greens = 0  # of the latest valid guess
         self._yellows = 0
         self._submitted: dict[str, int] = {}
@@ -203,10 +210,13 @@ class WordleEnvironment(Environment[WordleAction, WordleObservation, WordleState
         The same game logic as :meth:`step`; the observations come as the columns their
         models would be dumped to, without building one.
         """
-        turns = [
-            env._play_message(action.message) for env, action in zip(envs, actions, strict=True)
-        ]
-        return _batch(envs, [said for said, _ in turns], [reward for _, reward in turns])
+        said: list[list[_Said]] = []
+        rewards: list[float] = []
+        for env, action in zip(envs, actions, strict=True):
+            messages, reward = env._play_message(action.message)
+            said.append(messages)
+            rewards.append(reward)
+        return _batch(envs, said, rewards, ENV_ID)  # every game has stepped: prompt is the id
 
     @classmethod
     def reset_batch(
@@ -219,8 +229,11 @@ class WordleEnvironment(Environment[WordleAction, WordleObservation, WordleState
                 env._start(**options)
             except Exception as exc:  # that game only: as reset() would fail alone
                 errors[j] = exc
-        batch = _batch(envs, [[_PROMPT_SAID.copy()] for _ in envs], [0.0] * len(envs))
-        return dataclasses.replace(batch, errors=errors) if errors else batch
+        said = [[_PROMPT_SAID.copy()] for _ in envs]
+        if not errors:  # every game was just reset
+            return _batch(envs, said, [0.0] * len(envs), _PROMPT)
+        batch = _batch(envs, said, [0.0] * len(envs))
+        return dataclasses.replace(batch, errors=errors)
 
     def _play_message(self, message: str) -> tuple[list[_Said], float]:
         """One step of the game: this turn's messages (fresh dicts), and its reward."""
@@ -230,28 +243,104 @@ class WordleEnvironment(Environment[WordleAction, WordleObservation, WordleState
             self._last_signals = None
             return [], 0.0
 
-        if "[" not in message and "]" not in message:
-            message = f"[{message}]"
-        shown = message
-        for tag in _ROLE_TAGS:
-            if tag in shown:
-                shown = shown.replace(tag, "")
+        # The guess: the first [word] (a message without brackets is a bare guess), and the
+        # echo: the message with role tags stripped. A message that is one bracketed run of
+        # letters and digits (str.isalnum: re's \w less "_") is its own [word], and holds a
+        # role tag only if it is one; anything else takes the general path (_GUESS, the tags).
+        if "[" in message:
+            inner = message[1:-1]
+            if message[0] == "[" and message[-1] == "]" and inner.isalnum():
+                shown = "" if inner in _TAG_WORDS else message
+                word: str | None = inner.lower()
+            else:
+                shown = message
+                for tag in _ROLE_TAGS:
+                    if tag in shown:
+                        shown = shown.replace(tag, "")
+                match = _GUESS.search(message)
+                word = match.group(1).lower() if match is not None else None
+        elif "]" in message:  # no "[": no [word], no role tag
+            shown = message
+            word = None
+        else:
+            shown = f"[{message}]"
+            if message.isalnum():
+                word = message.lower()
+                if message in _TAG_WORDS:
+                    shown = ""
+            else:
+                match = _GUESS.search(shown)  # only "_" can still make a [word]
+                word = match.group(1).lower() if match is not None else None
         # This turn's messages: the player's, then at most one of the game's. No two in a row
         # share sender and category, so there is never anything to merge.
         said = [{"sender_id": PLAYER_ID, "content": shown, "category": "PLAYER_ACTION"}]
 
-        match = _GUESS.search(message)
-        word = match.group(1).lower() if match is not None else None
         earlier = 0
-        if word is not None:
-            earlier = self._submitted.get(word, 0)
-            self._submitted[word] = earlier + 1
+        if word is None:
+            problem = _NO_BRACKETS
+        else:
+            submitted = self._submitted
+            earlier = submitted.get(word, 0)
+            submitted[word] = earlier + 1
+            # TextArena's checks, in its order; a word never submitted was never guessed
+            if len(word) != WORD_LENGTH:
+                problem = _LENGTH_PROBLEM
+            elif earlier and any(word == guessed for guessed, _ in self._history):
+                problem = f"You have already guessed '{word}' before. Please try a different word."
+            elif word not in valid_words():
+                problem = f"'{word}' is not an English word."
+            else:  # a valid guess: score it, reply, and see whether the game is over
+                self._error_count = 0
+                self._turn += 1
+                secret = self._secret
+                feedback = feedback_line(word, secret)
+                history = self._history
+                history.append((word, feedback))
+                if word == secret:
+                    greens = self._greens = WORD_LENGTH
+                    yellows = self._yellows = 0
+                    reward = 1.0
+                    self._finish(1.0, reason=_WIN_REASON, invalid=False)
+                else:
+                    greens = self._greens = feedback.count("G")
+                    yellows = self._yellows = feedback.count("Y")
+                    left = NUM_GUESSES - len(history)
+                    head = _SUBMITTED.get(word)
+                    if head is None:
+                        head = _SUBMITTED[word] = (
+                            f"You submitted [{word}].\nFeedback:\n{' '.join(word.upper())}\n"
+                        )
+                    said.append(
+                        {
+                            "sender_id": GAME_ID,
+                            "content": f"{head}{feedback}\nYou have {left} guesses left.",
+                            "category": "GAME_MESSAGE",
+                        }
+                    )
+                    reward = 0.0
+                    if not left:
+                        reward = self._completion()
+                        self._finish(
+                            reward,
+                            reason=(
+                                "The turn limit has been reached. You didn't guess the word, "
+                                f"but your best guess matched {round(reward * 100)}% of the "
+                                "letters in the correct positions.\nThe secret word was: "
+                                f"**{secret}**."
+                            ),
+                            invalid=False,
+                        )
+                self._last_reward = reward
+                self._last_signals = {
+                    "wordle.greens": greens / WORD_LENGTH,
+                    "wordle.yellows": yellows / WORD_LENGTH,
+                    "wordle.repetitions": 1.0 - earlier,
+                    "wordle.correct": reward,
+                }
+                return said, reward
 
         reward = 0.0
-        problem = _NO_BRACKETS if word is None else self._problem(word)
-        if word is not None and problem is None:
-            reward = self._play(word, said)
-        elif self._error_count < ERROR_ALLOWANCE:
+        if self._error_count < ERROR_ALLOWANCE:
             self._error_count += 1
             said.append(
                 {
@@ -298,7 +387,7 @@ class WordleEnvironment(Environment[WordleAction, WordleObservation, WordleState
             },
             "game_state": {
                 "secret_word": self._secret,
-                "guess_history": [[word, list(fb)] for word, fb in self._history],
+                "guess_history": [[word, list(fb[::2])] for word, fb in self._history],
                 "word_length": WORD_LENGTH,
                 "num_guesses": NUM_GUESSES,
             },
@@ -338,51 +427,6 @@ class WordleEnvironment(Environment[WordleAction, WordleObservation, WordleState
         self._final_reward = None
         self._last_reward = 0.0
         self._last_signals = None
-
-    def _problem(self, word: str) -> str | None:
-        """Why ``word`` is not a valid guess (TextArena's wording), or ``None`` if it is."""
-        if len(word) != WORD_LENGTH:
-            return f"Your word must be exactly {WORD_LENGTH} letters."
-        for guessed, _ in self._history:
-            if word == guessed:
-                return f"You have already guessed '{word}' before. Please try a different word."
-        if word not in valid_words():
-            return f"'{word}' is not an English word."
-        return None
-
-    def _play(self, word: str, messages: list[_Said]) -> float:
-        """Score a valid guess, append the game's reply and return the step's reward."""
-        self._error_count = 0
-        self._turn += 1
-        feedback = score_guess(word, self._secret)
-        self._history.append((word, feedback))
-        self._greens = feedback.count("G")
-        self._yellows = feedback.count("Y")
-        if word == self._secret:
-            self._finish(1.0, reason=_WIN_REASON, invalid=False)
-            return 1.0
-        left = NUM_GUESSES - len(self._history)
-        messages.append(
-            {
-                "sender_id": GAME_ID,
-                "content": f"You submitted [{word}].\nFeedback:\n{' '.join(word.upper())}\n"
-                f"{' '.join(feedback)}\nYou have {left} guesses left.",
-                "category": "GAME_MESSAGE",
-            }
-        )
-        if left > 0:
-            return 0.0
-        completion = self._completion()
-        self._finish(
-            completion,
-            reason=(
-                "The turn limit has been reached. You didn't guess the word, but your best "
-                f"guess matched {round(completion * 100)}% of the letters in the correct "
-                f"positions.\nThe secret word was: **{self._secret}**."
-            ),
-            invalid=False,
-        )
-        return completion
 
     def _finish(self, reward: float, reason: str, invalid: bool) -> None:
         self._done = True
@@ -432,36 +476,58 @@ class WordleEnvironment(Environment[WordleAction, WordleObservation, WordleState
 
 
 def _batch(
-    envs: list[WordleEnvironment], said: list[list[_Said]], rewards: list[float]
+    envs: list[WordleEnvironment],
+    said: list[list[_Said]],
+    rewards: list[float],
+    prompt: str | None = None,
 ) -> ObservationBatch:
     """The observations :meth:`WordleEnvironment._observation` would give, by column.
 
     ``said``: each game's messages, as fresh dicts (they go into the batch as they are).
+    ``prompt``: every game's prompt, when the caller knows it is the same for all.
+    One pass over the games builds every column: ``info`` as :meth:`~WordleEnvironment._info`
+    builds it, and ``metadata`` by column when every game has the same keys.
     """
     n = len(envs)
-    signals = [env._last_signals for env in envs]
+    turns: list[int] = []
+    infos: list[dict[str, Any]] = []
+    dones: list[bool] = []
+    signals: list[dict[str, float]] = []  # metadata's copies, of the games that have some
+    for env in envs:
+        last = env._last_signals
+        info: dict[str, Any]
+        if last is None:
+            info = {}
+        else:
+            info = {"reward_signals": last.copy()}
+            signals.append(last.copy())
+        done = env._done
+        if done:
+            info["reason"] = env._reason
+            info["invalid_move"] = env._invalid_end
+        dones.append(done)
+        infos.append(info)
+        turns.append(env._turn)
     metadata: dict[str, list[Any]] | list[dict[str, Any]]
     if not n:
         metadata = []
-    elif None not in signals:  # every game has stepped: metadata by column
-        metadata = {
-            "env_id": [ENV_ID] * n,
-            "turn": [env._turn for env in envs],
-            "reward_signals": [s.copy() for s in signals],  # type: ignore[union-attr]
-        }
-    elif signals.count(None) == n:  # every game was just reset
-        metadata = {"env_id": [ENV_ID] * n, "turn": [env._turn for env in envs]}
+    elif len(signals) == n:  # every game has stepped: metadata by column
+        metadata = {"env_id": [ENV_ID] * n, "turn": turns, "reward_signals": signals}
+    elif not signals:  # every game was just reset
+        metadata = {"env_id": [ENV_ID] * n, "turn": turns}
     else:
         metadata = [env._metadata() for env in envs]
     return ObservationBatch(
         {
-            "prompt": [_PROMPT if env._step_count == 0 else ENV_ID for env in envs],
+            "prompt": [_PROMPT if env._step_count == 0 else ENV_ID for env in envs]
+            if prompt is None
+            else [prompt] * n,
             "messages": said,
             "current_player_id": [PLAYER_ID] * n,
             "legal_players": [[PLAYER_ID] for _ in envs],
-            "info": [env._info() for env in envs],
+            "info": infos,
         },
         rewards=rewards,
-        dones=[env._done for env in envs],
+        dones=dones,
         metadata=metadata,
     )

@@ -18,7 +18,7 @@ from __future__ import annotations
 import functools
 from importlib import resources
 
-__all__ = ["score_guess", "secret_words", "valid_words"]
+__all__ = ["feedback_line", "score_guess", "secret_words", "valid_words"]
 
 GREEN = "G"
 YELLOW = "Y"
@@ -78,3 +78,46 @@ def score_guess(guess: str, secret: str) -> tuple[str, ...]:
             feedback[i] = YELLOW
             unused = unused.replace(g, "", 1)
     return tuple(feedback)
+
+
+_ALL_GREEN_LINE = "G G G G G"
+
+
+def feedback_line(guess: str, secret: str) -> str:
+    """Return :func:`score_guess`'s feedback as the game prints it: letters joined by spaces.
+
+    The same rule, faster for five-letter words: when no letter repeats in the guess, a letter
+    not in its place is ``Y`` exactly when the secret holds it (no ``G`` or earlier ``Y`` can
+    have used that letter up), so one pass decides. Other guesses go through
+    :func:`score_guess`.
+
+    Args:
+        guess: The guessed word, same length as ``secret``.
+        secret: The secret word.
+
+    Returns:
+        ``" ".join(score_guess(guess, secret))``.
+
+    Raises:
+        ValueError: If the two words differ in length.
+
+    Example:
+        >>> feedback_line("eerie", "crane")
+        'X X Y X G'
+    """
+    if guess == secret:
+        return _ALL_GREEN_LINE if len(secret) == 5 else " ".join(GREEN * len(secret))
+    try:  # letter by letter (mypy flags any unpacking of a str: here it is the point)
+        a, b, c, d, e = guess  # type: ignore[str-unpack]
+        p, q, r, s, t = secret  # type: ignore[str-unpack]
+    except ValueError:  # not two five-letter words
+        return " ".join(score_guess(guess, secret))
+    if len({a, b, c, d, e}) < 5:  # a letter repeats
+        return " ".join(score_guess(guess, secret))
+    return (
+        f"{'G' if a == p else 'Y' if a in secret else 'X'} "
+        f"{'G' if b == q else 'Y' if b in secret else 'X'} "
+        f"{'G' if c == r else 'Y' if c in secret else 'X'} "
+        f"{'G' if d == s else 'Y' if d in secret else 'X'} "
+        f"{'G' if e == t else 'Y' if e in secret else 'X'}"
+    )

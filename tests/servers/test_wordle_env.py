@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import random
+import re
 from importlib import resources
 from typing import Any
 
@@ -22,7 +23,12 @@ from openenv_gym_servers.wordle import (
     WordleState,
 )
 from openenv_gym_servers.wordle import environment as wordle_module
-from openenv_gym_servers.wordle.words import score_guess, secret_words, valid_words
+from openenv_gym_servers.wordle.words import (
+    feedback_line,
+    score_guess,
+    secret_words,
+    valid_words,
+)
 
 ADMIN_PREFIX = "You attempted an invalid move. Reason: "
 
@@ -112,6 +118,21 @@ def test_score_guess_matches_the_plain_two_pass_rule() -> None:
 def test_score_guess_rejects_words_of_different_lengths() -> None:
     with pytest.raises(ValueError, match="differ in length"):
         score_guess("cranes", "crane")
+
+
+def test_feedback_line_is_score_guess_joined_by_spaces() -> None:
+    rng = random.Random(1)
+    words = sorted(valid_words())
+    pairs = [(rng.choice(words), rng.choice(secret_words())) for _ in range(5000)]
+    pairs += [(w, w) for w in secret_words()[:20]]
+    # repeated letters (the two-pass path), other lengths, and non-letters
+    pairs += [("eerie", "crane"), ("lolly", "hello"), ("steer", "eerie"), ("aaaaa", "aabbb")]
+    pairs += [("GREAT", "GRAPE"), ("abc", "abd"), ("abc", "abc"), ("", ""), ("abcdef", "abcdeg")]
+    for guess, secret in pairs:
+        assert feedback_line(guess, secret) == " ".join(score_guess(guess, secret)), (guess, secret)
+    for guess, secret in [("cranes", "crane"), ("crane", "cranes"), ("cran", "crane")]:
+        with pytest.raises(ValueError, match="differ in length"):
+            feedback_line(guess, secret)
 
 
 # --------------------------------------------------------------------- word lists
@@ -522,6 +543,100 @@ def test_role_tags_are_stripped_from_the_echoed_action(crane_env: WordleEnvironm
     # The guess is the first [word]: "GAME" is six letters, so this move is invalid.
     assert obs.messages[0].content == "hi [react]"
     assert obs.messages[1].content.startswith(ADMIN_PREFIX + "Your word must be exactly 5")
+
+
+def reference_parse(message: str) -> tuple[str, str | None]:
+    """TextArena's reading of a move, written plainly: (the echo, the guess or None)."""
+    if "[" not in message and "]" not in message:
+        message = f"[{message}]"
+    shown = message
+    for tag in ("[Player]", "[GAME]"):
+        shown = shown.replace(tag, "")
+    match = re.search(r"\[(\w+)\]", message)
+    return shown, None if match is None else match.group(1).lower()
+
+
+@pytest.mark.parametrize(
+    "message",
+    [
+        "[react]",
+        "react",
+        "[REACT]",
+        "REACT",
+        "[Player]",
+        "Player",
+        "[GAME]",
+        "GAME",
+        "[player]",
+        "game",
+        "[Player] [react]",
+        "[GAME][react][Player]",
+        "[Pla[GAME]yer] x",
+        "[Player]Player[GAME]",
+        "[[react]]",
+        " [react] ",
+        "[react]\n",
+        "[ react]",
+        "[react",
+        "react]",
+        "]",
+        "[",
+        "[]",
+        "",
+        "re act",
+        "re_act",
+        "[re_act]",
+        "[abc12]",
+        "12345",
+        "[héllo]",
+        "héllo",
+        "[ÉCLAT]",
+        "Ⅻabcd",
+        "[react] [crane]",
+        "I guess [react] now",
+    ],
+)
+def test_echo_and_guess_are_read_as_textarena_reads_them(
+    crane_env: WordleEnvironment, message: str
+) -> None:
+    shown, word = reference_parse(message)
+    obs = play(crane_env, message)
+    assert obs.messages[0] == WordleMessage(sender_id=0, content=shown, category="PLAYER_ACTION")
+    reply = obs.messages[1].content if len(obs.messages) > 1 else ""
+    if word is None:
+        assert reply.startswith(ADMIN_PREFIX + "You tried submitting a word in the wrong format.")
+    elif len(word) != 5:
+        assert reply.startswith(ADMIN_PREFIX + "Your word must be exactly 5 letters.")
+    elif word == "crane":
+        assert obs.reward == 1.0
+    elif word in valid_words():
+        assert reply.startswith(f"You submitted [{word}].")
+    else:
+        assert reply.startswith(ADMIN_PREFIX + f"'{word}' is not an English word.")
+
+
+def test_a_word_resubmitted_after_an_invalid_move_keeps_its_own_reason(
+    crane_env: WordleEnvironment,
+) -> None:
+    # only a valid guess counts as guessed before; every submission counts as a repetition
+    obs = play(crane_env, "[zzzzz]")
+    assert obs.info["reward_signals"]["wordle.repetitions"] == 1.0
+    play(crane_env, "[react]")
+    obs = play(crane_env, "[zzzzz]")
+    assert obs.messages[1].content.startswith(ADMIN_PREFIX + "'zzzzz' is not an English word.")
+    assert obs.info["reward_signals"]["wordle.repetitions"] == 0.0
+    play(crane_env, "[hello]")
+    obs = play(crane_env, "[cat]")
+    assert obs.messages[1].content.startswith(ADMIN_PREFIX + "Your word must be exactly 5")
+    play(crane_env, "[mummy]")
+    obs = play(crane_env, "[cat]")
+    assert obs.messages[1].content.startswith(ADMIN_PREFIX + "Your word must be exactly 5")
+    assert obs.info["reward_signals"]["wordle.repetitions"] == 0.0
+    assert [w for w, _ in crane_env.state.raw_state["game_state"]["guess_history"]] == [
+        "react",
+        "hello",
+        "mummy",
+    ]
 
 
 # --------------------------------------------------------------------- wire models
