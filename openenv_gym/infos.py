@@ -151,9 +151,13 @@ def _objects(values: Sequence[Any], n: int) -> np.ndarray[Any, Any]:
 def _full_column(key: str, values: Sequence[Any], n: int) -> Any:
     """The array of a key every sub-env reported (``values`` in env order)."""
     first = values[0]
-    kinds = set(map(type, values))
-    if key == "final_obs":
+    if key == "final_obs" or not isinstance(
+        first, int | float | bool | dict | np.ndarray | np.generic
+    ):
+        # the first value is an object (str, list, None...): an object column, as
+        # Gymnasium types a column by its first value (decided before any type count)
         return _objects(values, n)
+    kinds = set(map(type, values))
     if kinds == {dict}:
         return _batch_dicts(values, len(values))
     if len(kinds) == 1:
@@ -161,10 +165,6 @@ def _full_column(key: str, values: Sequence[Any], n: int) -> Any:
             return np.fromiter(values, dtype=first.__class__, count=n)
         if isinstance(first, np.number):
             return np.array(values, dtype=first.__class__)
-    if not isinstance(first, int | float | bool | dict | np.ndarray | np.generic):
-        # the first value is an object (str, list, None...): an object column, as
-        # Gymnasium types a column by its first value
-        return _objects(values, n)
     # mixed numbers, arrays: the general path decides
     return _partial_column(key, list(range(n)), list(values), n)
 
@@ -391,22 +391,40 @@ def _merge(n: int, holders: list[_Part]) -> _Merge:
 
 
 _KINDS: dict[str, type] = {"b": bool, "i": int, "f": float}
+_LISTED = (bool, int, float, dict)
 
 
-def _number_arrays(key: str, holders: list[_Part]) -> type | None:
-    """The Python kind of a key whose every holder has a 1-D number column of one kind."""
-    if key == "final_obs":
-        return None
+def _holder_kind(key: str, holders: list[_Part], columns: list[Any]) -> type | None:
+    """``bool``/``int``/``float``/``dict``, if every holder's entries are of that one type.
+
+    A holder counts if it is a non-empty plain list of values of exactly one of these
+    types (a bool is no int; a small chunk sends its numbers as a list), or, for the
+    numbers, a ``numeric`` 1-D ndarray of that kind (its ``tolist()``: such numbers).
+    Every value of the key is then of that type: a number column is what
+    :func:`_full_column` / :func:`_numeric_column` give the values, and a dict column
+    what :func:`_batch_dicts` gives them.
+    """
     kind = None
-    for part in holders:
-        column = part.columns[key]
-        if not (isinstance(column, np.ndarray) and column.ndim == 1 and key in part.numeric):
+    found: type | None
+    for part, column in zip(holders, columns, strict=True):
+        if type(column) is list:
+            types = set(map(type, column))
+            if len(types) != 1:
+                return None
+            found = types.pop()
+            if found not in _LISTED:
+                return None
+        elif isinstance(column, np.ndarray) and column.ndim == 1 and key in part.numeric:
+            found = _KINDS.get(column.dtype.kind)
+            if found is None:
+                return None
+        else:
             return None
         if kind is None:
-            kind = column.dtype.kind
-        elif column.dtype.kind != kind:
+            kind = found
+        elif found is not kind:
             return None
-    return _KINDS.get(kind) if kind is not None else None
+    return kind
 
 
 def _merged(n: int, parts: list[_Part], merges: dict[tuple[int, ...], _Merge]) -> dict[str, Any]:
@@ -425,37 +443,75 @@ def _merged(n: int, parts: list[_Part], merges: dict[tuple[int, ...], _Merge]) -
             out[key] = _whole(key, part.columns[key], key in part.numeric, n)
             out[f"_{key}"] = np.ones(n, dtype=np.bool_)
             continue
-        ids = tuple(part.chunk for part in holders)
-        merge = merges.get(ids)
-        if merge is None:
-            merge = merges[ids] = _merge(n, holders)
+        merge = _merge_of(n, holders, merges)
         out[key] = _merged_column(n, key, holders, merge, merges)
         out[f"_{key}"] = merge.mask.copy()
     return out
+
+
+def _merge_of(n: int, holders: list[_Part], merges: dict[tuple[int, ...], _Merge]) -> _Merge:
+    """The :class:`_Merge` of ``holders`` (made once per set of chunks)."""
+    ids = tuple(part.chunk for part in holders)
+    merge = merges.get(ids)
+    if merge is None:
+        merge = merges[ids] = _merge(n, holders)
+    return merge
+
+
+def _merged_dicts(
+    n: int, holders: list[_Part], key: str, merge: _Merge, merges: dict[tuple[int, ...], _Merge]
+) -> dict[str, Any]:
+    """A key whose every holder is a list of plain dicts: what its values give, in env order.
+
+    The values path would type the column (``_full_column`` / ``_dict_column``: plain
+    dicts at distinct rows) and batch the dicts with :func:`_batch_dicts`; this calls it
+    directly. A holder whose dicts are all empty adds no key and no value at any level
+    (only the key's own mask, which is ``merge``'s): its rows are left out, so that the
+    others' keys, every row of them holding them, take the whole-column path.
+    """
+    kept = [part for part in holders if any(part.columns[key])]
+    if not kept:
+        return {}
+    if len(kept) < len(holders):
+        merge = _merge_of(n, kept, merges)
+    columns = [part.columns[key] for part in kept]
+    values = merge.take(columns[0] if len(columns) == 1 else list(chain.from_iterable(columns)))
+    if len(values) == n:
+        return _batch_dicts(values, n)
+    return _batch_dicts(values, n, merge.sorted_rows, merge.at)
 
 
 def _merged_column(
     n: int, key: str, holders: list[_Part], merge: _Merge, merges: dict[tuple[int, ...], _Merge]
 ) -> Any:
     """The array of a key several chunks (or one, for some rows) hold."""
-    if key != "final_obs" and all(isinstance(p.columns[key], Nested) for p in holders):
-        return _merged(
-            n, [_Part(p.chunk, p.rows, p.columns[key], frozenset()) for p in holders], merges
-        )
-    kind = _number_arrays(key, holders)
-    if kind is not None:
-        # numbers of one kind: what the per-env values would give, without them
-        array: np.ndarray[Any, Any] = np.zeros(n, dtype=kind)
-        for part in holders:
-            array[slice(None) if part.rows is None else part.rows] = part.columns[key]
-        return array
-    values = [
-        v
-        for part in holders
-        for v in _entries(
-            part.columns[key], key in part.numeric, n if part.rows is None else len(part.rows)
-        )
+    columns = [part.columns[key] for part in holders]
+    if key != "final_obs":
+        if all(isinstance(column, Nested) for column in columns):
+            return _merged(
+                n,
+                [
+                    _Part(p.chunk, p.rows, column, frozenset())
+                    for p, column in zip(holders, columns, strict=True)
+                ],
+                merges,
+            )
+        kind = _holder_kind(key, holders, columns)
+        if kind is dict:
+            return _merged_dicts(n, holders, key, merge, merges)
+        if kind is not None:
+            # numbers of one kind: what the per-env values would give, without them
+            array: np.ndarray[Any, Any] = np.zeros(n, dtype=kind)
+            for part, column in zip(holders, columns, strict=True):
+                array[slice(None) if part.rows is None else part.rows] = column
+            return array
+    columns = [
+        column
+        if type(column) is list
+        else _entries(column, key in part.numeric, n if part.rows is None else len(part.rows))
+        for part, column in zip(holders, columns, strict=True)
     ]
+    values = columns[0] if len(columns) == 1 else list(chain.from_iterable(columns))
     sorted_values = merge.take(values)
     if len(sorted_values) == n:
         return _full_column(key, sorted_values, n)

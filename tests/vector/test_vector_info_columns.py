@@ -574,3 +574,349 @@ def test_final_obs_from_an_ndarray_column_does_not_alias_the_column() -> None:
     first["final_obs"][0][:] = 9.0
     assert not column.any()
     assert not second["final_obs"][0].any()
+
+
+# ---------------------------------------------------------------------- several chunks
+#
+# A vector env whose games end now and then sends two chunks a step: a small reset chunk
+# (numbers as plain lists, below 16 rows) and a step chunk (numbers as ``numeric``
+# ndarrays), with disjoint rows. Merged, a key is typed by its first value in env order
+# and nested keys come in order of first appearance: compared with Gymnasium's own
+# ``_add_info`` where it is well-defined (key order on its own: ``same`` ignores it),
+# with ``batch_infos`` of the per-env dicts where Gymnasium truncates or raises.
+
+
+def _key_order(data: Any) -> Any:
+    if not isinstance(data, dict):
+        return None
+    return [(key, _key_order(value)) for key, value in data.items()]
+
+
+def _check_merged(
+    n: int, chunks: list[InfoColumns], per_env: list[dict[str, Any]], gym: bool = True
+) -> dict[str, Any]:
+    ours = batch_info_columns(n, chunks)
+    expected = batch_infos(per_env)
+    assert same(ours, expected), (ours, expected)
+    if gym:
+        theirs = gym_infos(per_env)
+        assert same(ours, theirs), (ours, theirs)
+        firsts = [int(np.min(c.rows)) if c.rows is not None else 0 for c in chunks if c.count(n)]
+        if firsts == sorted(firsts):  # chunks in env order: keys in Gymnasium's order
+            assert _key_order(ours) == _key_order(theirs)
+    return ours
+
+
+def _two_chunks(
+    n: int, small: list[int], key: str, small_column: Any, big_column: Any, big_numeric: bool
+) -> tuple[list[InfoColumns], list[dict[str, Any]]]:
+    """``key`` from a chunk at rows ``small`` (a plain list) and one at every other row."""
+    big = [i for i in range(n) if i not in small]
+    chunks = [
+        InfoColumns(np.array(small), {key: small_column}),
+        InfoColumns(np.array(big), {key: big_column}, frozenset({key} if big_numeric else ())),
+    ]
+    per_env: list[dict[str, Any]] = [{} for _ in range(n)]
+    big_values = big_column.tolist() if big_numeric else list(big_column)
+    for i, value in chain(zip(small, small_column, strict=True), zip(big, big_values, strict=True)):
+        per_env[i][key] = value
+    return chunks, per_env
+
+
+@pytest.mark.parametrize("small", [[0, 3], [2, 5], [5]])
+@pytest.mark.parametrize(
+    ("small_values", "big_column", "dtype"),
+    [
+        ([0, 7], np.array([1, 2, 3, 4, 5], dtype=np.int64), np.int64),
+        ([0, 7], np.array([1, 2, 3, 4, 5], dtype=np.int32), np.int64),
+        ([True, False], np.array([False, True, True, False, True]), np.bool_),
+        ([0.5, -1.0], np.array([1.5, 2.5, 3.5, 4.5, 0.25], dtype=np.float32), np.float64),
+        ([0.5, -1.0], np.array([1, 2, 3, 4, 5]), np.float64),  # a float first only at 0
+    ],
+    ids=["int", "int32", "bool", "float", "float-int"],
+)
+def test_plain_list_and_ndarray_numbers_of_one_kind_merge_as_in_gymnasium(
+    small: list[int], small_values: list[Any], big_column: Any, dtype: Any
+) -> None:
+    n = 6
+    big_column = big_column[: n - len(small)]
+    values = small_values[: len(small)]
+    for order in (slice(None), slice(None, None, -1)):
+        chunks, per_env = _two_chunks(n, small, "k", values, big_column, True)
+        first_kind = type(per_env[0]["k"])
+        well_defined = not (first_kind is int and dtype == np.float64)
+        ours = _check_merged(n, chunks[order], per_env, gym=well_defined)
+        if first_kind is float or all(type(info["k"]) is not float for info in per_env):
+            assert ours["k"].dtype == dtype
+        assert ours["_k"].all()
+        assert ours["k"].tolist() == [info["k"] for info in per_env]
+
+
+@pytest.mark.parametrize(
+    ("small_values", "big_column", "first_small", "dtype", "well_defined"),
+    [
+        # bool is kept apart from int: the first value in env order decides
+        ([True, False], np.array([5, 6, 7]), True, object, False),
+        ([True, False], np.array([5, 6, 7]), False, np.int64, True),
+        ([3, 4], np.array([True, False, True]), True, np.int64, True),
+        ([3, 4], np.array([True, False, True]), False, object, False),
+        # int and float: an int first widens the column to float64 (Gymnasium truncates)
+        ([3, 4], np.array([0.5, 1.5, 2.5]), True, np.float64, False),
+        ([3, 4], np.array([0.5, 1.5, 2.5]), False, np.float64, True),
+        # a list of mixed types
+        ([3, 4.5], np.array([1, 2, 3]), True, np.float64, False),
+        ([True, 1], np.array([1, 2, 3]), False, np.int64, True),
+    ],
+)
+def test_mixed_number_holders_are_typed_by_the_first_value_in_env_order(
+    small_values: list[Any],
+    big_column: Any,
+    first_small: bool,
+    dtype: Any,
+    well_defined: bool,
+) -> None:
+    n = 5
+    small = [0, 3] if first_small else [1, 4]
+    for numeric in (True, False):
+        big = big_column if numeric else list(big_column.tolist())
+        chunks, per_env = _two_chunks(n, small, "k", small_values, big, numeric)
+        for order in (chunks, chunks[::-1]):
+            ours = _check_merged(n, order, per_env, gym=well_defined)
+            assert ours["k"].dtype == dtype
+            assert ours["k"].tolist() == [info["k"] for info in per_env]
+            if not well_defined:  # where Gymnasium truncates or raises, this widens
+                assert not same(ours, gym_infos(per_env))
+
+
+def _wordle_chunks(n: int, resets: list[int]) -> tuple[list[InfoColumns], list[dict[str, Any]]]:
+    """Infos as a Wordle vector env sends them: a reset chunk and a step chunk."""
+    steps = [i for i in range(n) if i not in resets]
+    signals = [
+        {"greens": i / 10, "yellows": 0.2, "repetitions": 1.0, "correct": float(i % 2)}
+        for i in steps
+    ]
+    reset = InfoColumns(
+        np.array(resets),
+        {
+            "prompt": ["Play" for _ in resets],
+            "current_player_id": [0 for _ in resets],
+            "legal_players": [[0] for _ in resets],
+            "info": [{} for _ in resets],
+            "metadata": Nested({"env_id": ["W" for _ in resets], "turn": [0 for _ in resets]}),
+        },
+    )
+    step = InfoColumns(
+        np.array(steps),
+        {
+            "prompt": [f"turn {i}" for i in steps],
+            "current_player_id": np.zeros(len(steps), dtype=np.int64),
+            "legal_players": np.zeros((len(steps), 1), dtype=np.int64),
+            "info": [{"reward_signals": dict(s)} for s in signals],
+            "metadata": Nested(
+                {
+                    "env_id": ["W" for _ in steps],
+                    "turn": [i % 6 + 1 for i in steps],
+                    "reward_signals": [dict(s) for s in signals],
+                }
+            ),
+        },
+        frozenset({"current_player_id", "legal_players"}),
+    )
+    per_env: list[dict[str, Any]] = [{} for _ in range(n)]
+    for chunk in (reset, step):
+        assert chunk.rows is not None
+        count = len(chunk.rows)
+        entries = {
+            key: column.rows(count)
+            if isinstance(column, Nested)
+            else column.tolist()
+            if key in chunk.numeric
+            else column
+            for key, column in chunk.columns.items()
+        }
+        for j, i in enumerate(chunk.rows.tolist()):
+            per_env[i] = {key: values[j] for key, values in entries.items()}
+    return [reset, step], per_env
+
+
+@pytest.mark.parametrize("resets", [[0], [2, 5], [5], [1, 2, 3, 4, 5, 6, 7], [7]])
+def test_wordle_reset_and_step_chunks_merge_as_in_gymnasium(resets: list[int]) -> None:
+    chunks, per_env = _wordle_chunks(8, resets)
+    for order in (chunks, chunks[::-1]):
+        ours = _check_merged(8, order, per_env)
+        assert ours["current_player_id"].dtype == np.int64
+        assert ours["legal_players"].dtype == object
+        assert ours["_info"].all()
+        assert ours["info"]["_reward_signals"].tolist() == [i not in resets for i in range(8)]
+        assert ours["metadata"]["reward_signals"]["greens"].dtype == np.float64
+        assert ours["metadata"]["_reward_signals"].tolist() == [i not in resets for i in range(8)]
+    # values are not copied
+    ours = batch_info_columns(8, chunks)
+    legal = chunks[0].columns["legal_players"]
+    assert ours["legal_players"][resets[0]] is legal[0]
+
+
+def test_dict_columns_in_some_chunks_only() -> None:
+    a = InfoColumns(np.array([3, 1]), {"d": [{}, {}], "x": [1, 2]})
+    b = InfoColumns(np.array([4, 0]), {"d": [{"p": 1.5, "q": "s"}, {"q": "t", "p": 0.5}]})
+    c = InfoColumns(np.array([2]), {"x": np.array([7]), "d": [{"r": True}]}, frozenset({"x"}))
+    per_env = [
+        {"d": {"q": "t", "p": 0.5}},
+        {"d": {}, "x": 2},
+        {"x": 7, "d": {"r": True}},
+        {"d": {}, "x": 1},
+        {"d": {"p": 1.5, "q": "s"}},
+    ]
+    for chunks in ([a, b, c], [c, b, a], [b, c, a], [a, c]):
+        expected = per_env
+        if len(chunks) == 2:  # without b
+            expected = [
+                {k: v for k, v in info.items() if i not in (0, 4)} for i, info in enumerate(per_env)
+            ]
+        ours = _check_merged(5, chunks, expected)
+        assert ours["d"].get("_p", np.zeros(5, bool)).tolist() == (
+            [True, False, False, False, True] if len(chunks) == 3 else [False] * 5
+        )
+    # every dict empty: an empty dict column, masked where reported
+    ours = _check_merged(5, [a], [{}, {"d": {}, "x": 2}, {}, {"d": {}, "x": 1}, {}])
+    assert ours["d"] == {}
+    assert ours["_d"].tolist() == [False, True, False, True, False]
+    # keys in order of first appearance in env order, whichever chunk comes first
+    ours = batch_info_columns(5, [a, c, b])
+    assert list(ours["d"]) == ["q", "_q", "p", "_p", "r", "_r"]
+
+
+def test_nested_in_both_chunks_with_keys_in_one_only() -> None:
+    a = InfoColumns(np.array([1, 3]), {"m": Nested({"id": ["a", "b"], "t": [0, 0]})})
+    b = InfoColumns(
+        np.array([0, 2]),
+        {"m": Nested({"id": ["c", "d"], "t": np.array([1, 2]), "s": [{"g": 0.5}, {"g": 1.0}]})},
+    )
+    per_env = [
+        {"m": {"id": "c", "t": 1, "s": {"g": 0.5}}},
+        {"m": {"id": "a", "t": 0}},
+        {"m": {"id": "d", "t": 2, "s": {"g": 1.0}}},
+        {"m": {"id": "b", "t": 0}},
+    ]
+    for chunks in ([a, b], [b, a]):
+        ours = _check_merged(4, chunks, per_env)
+        assert ours["m"]["t"].dtype == np.int64
+        assert ours["m"]["_s"].tolist() == [True, False, True, False]
+        assert ours["m"]["s"]["g"].tolist() == [0.5, 0.0, 1.0, 0.0]
+
+
+# a value of a key: one kind per (key, chunk), kinds may differ between chunks
+CHUNK_KINDS = {
+    "int": st.integers(-5, 5),
+    "float": st.floats(-5, 5, allow_nan=False),
+    "bool": st.booleans(),
+    "str": st.text(max_size=2),
+    "list": st.lists(st.integers(0, 3), max_size=2),
+    "np": st.integers(-5, 5).map(np.int32),
+}
+NUMERIC = {"int": np.int64, "float": np.float64, "bool": np.bool_}
+INNER = ["p", "q", "r"]
+
+
+@st.composite
+def merged_scenarios(draw: st.DrawFn) -> tuple[int, list[dict[str, Any]], list[InfoColumns]]:
+    """``(n, per_env, chunks)``: disjoint chunks, each key a list, ndarray, dicts or Nested."""
+    n = draw(st.integers(2, 9))
+    order = draw(st.permutations(range(n)))
+    cuts = sorted(draw(st.lists(st.integers(1, n - 1), max_size=3, unique=True)))
+    groups = [order[a:b] for a, b in zip([0, *cuts], [*cuts, n], strict=True)]
+    if draw(st.booleans()):
+        groups = [sorted(g) for g in groups]
+    per_env: list[dict[str, Any]] = [{} for _ in range(n)]
+    chunks = []
+    for members in groups:
+        columns: dict[str, Any] = {}
+        numeric = set()
+        for key in draw(st.lists(st.sampled_from(["a", "b", "d", "m"]), unique=True)):
+            if key in "ab":
+                kind = draw(st.sampled_from(sorted(CHUNK_KINDS)))
+                values = [draw(CHUNK_KINDS[kind]) for _ in members]
+                if kind in NUMERIC and draw(st.booleans()):
+                    columns[key] = np.array(values, dtype=NUMERIC[kind])
+                    numeric.add(key)
+                else:
+                    columns[key] = values
+            else:  # dicts, each row with the same keys (or none); floats at "p"
+                inner = draw(st.lists(st.sampled_from(INNER), unique=True))
+                values = [
+                    {
+                        k: draw(
+                            st.floats(-5, 5, allow_nan=False)
+                            if k == "p"
+                            else st.sampled_from([{"x": 1}, {"x": 2, "y": "z"}, "s"])
+                        )
+                        for k in inner
+                    }
+                    for _ in members
+                ]
+                if key == "m" and draw(st.booleans()):
+                    columns[key] = Nested({k: [v[k] for v in values] for k in inner})
+                else:
+                    columns[key] = values
+            for i, value in zip(members, values, strict=True):
+                per_env[i][key] = value
+        rows = np.array(members, dtype=np.intp)
+        if members == list(range(n)) and draw(st.booleans()):
+            rows = None
+        chunks.append(InfoColumns(rows, columns, frozenset(numeric)))
+    return n, per_env, draw(st.permutations(chunks))
+
+
+def _gym_defined(per_env: list[dict[str, Any]]) -> bool:
+    """Whether Gymnasium's ``_add_info`` neither truncates nor raises on these infos."""
+    firsts: dict[str, type] = {}
+
+    def visit(info: dict[str, Any], path: str) -> bool:
+        for key, value in info.items():
+            first = firsts.setdefault(f"{path}/{key}", type(value))
+            if (first is dict) != isinstance(value, dict):  # a dict and a non-dict
+                return False
+            if isinstance(value, dict):
+                if not visit(value, f"{path}/{key}"):
+                    return False
+                continue
+            # a number column takes the first's dtype: a later value must fit it
+            if issubclass(first, bool):
+                fits = type(value) is bool
+            elif issubclass(first, int | np.integer):
+                fits = isinstance(value, int | np.integer)
+            elif issubclass(first, float | np.number):
+                fits = isinstance(value, int | float | np.number)
+            else:  # an object column
+                fits = True
+            if not fits:
+                return False
+        return True
+
+    return all(visit(info, "") for info in per_env)
+
+
+@settings(max_examples=400, deadline=None)
+@given(merged_scenarios())
+def test_merged_chunks_batch_as_their_per_env_infos(
+    scenario: tuple[int, list[dict[str, Any]], list[InfoColumns]],
+) -> None:
+    n, per_env, chunks = scenario
+    _check_merged(n, list(chunks), per_env, gym=_gym_defined(per_env))
+
+
+@settings(max_examples=100, deadline=None)
+@given(merged_scenarios(), st.data())
+def test_the_merged_property_notices_a_wrong_construction(
+    scenario: tuple[int, list[dict[str, Any]], list[InfoColumns]], data: st.DataObject
+) -> None:
+    n, per_env, chunks = scenario
+    cells = [(i, key) for i, info in enumerate(per_env) for key in info]
+    assume(cells)
+    i, key = data.draw(st.sampled_from(cells))
+    wrong = copy.deepcopy(per_env)
+    if data.draw(st.booleans()):
+        del wrong[i][key]
+    else:
+        wrong[i][key] = _changed(wrong[i][key])
+    assert not same(batch_info_columns(n, list(chunks)), batch_infos(wrong))
