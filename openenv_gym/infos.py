@@ -437,7 +437,8 @@ def _merged(n: int, parts: list[_Part], merges: dict[tuple[int, ...], _Merge]) -
             else:
                 holders.append(part)
     out: dict[str, Any] = {}
-    for key, holders in keys.items():
+    for key in _in_env_order(keys, parts, n):
+        holders = keys[key]
         if len(holders) == 1 and holders[0].rows is None:  # one chunk holds every row
             part = holders[0]
             out[key] = _whole(key, part.columns[key], key in part.numeric, n)
@@ -447,6 +448,27 @@ def _merged(n: int, parts: list[_Part], merges: dict[tuple[int, ...], _Merge]) -
         out[key] = _merged_column(n, key, holders, merge, merges)
         out[f"_{key}"] = merge.mask.copy()
     return out
+
+
+def _in_env_order(keys: dict[str, list[_Part]], parts: list[_Part], n: int) -> list[str]:
+    """The keys in the order Gymnasium's ``_add_info`` meets them.
+
+    That is by the first sub-env reporting each key, then in that sub-env's own order
+    (its chunk's column order).
+    """
+    if len(parts) == 1:
+        return list(keys)
+    first = {
+        part.chunk: (0 if part.rows is None else int(part.rows.min()) if len(part.rows) else n)
+        for part in parts
+    }
+    position = {part.chunk: {key: i for i, key in enumerate(part.columns)} for part in parts}
+
+    def rank(key: str) -> tuple[int, int]:
+        part = min(keys[key], key=lambda p: first[p.chunk])
+        return first[part.chunk], position[part.chunk][key]
+
+    return sorted(keys, key=rank)
 
 
 def _merge_of(n: int, holders: list[_Part], merges: dict[tuple[int, ...], _Merge]) -> _Merge:

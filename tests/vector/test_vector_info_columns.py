@@ -580,12 +580,12 @@ def _check_merged(
     ours = batch_info_columns(n, chunks)
     expected = batch_infos(per_env)
     assert same(ours, expected), (ours, expected)
+    # keys in the order of first appearance in env order, whatever order the chunks came in
+    assert _key_order(ours) == _key_order(expected)
     if gym:
         theirs = gym_infos(per_env)
         assert same(ours, theirs), (ours, theirs)
-        firsts = [int(np.min(c.rows)) if c.rows is not None else 0 for c in chunks if c.count(n)]
-        if firsts == sorted(firsts):  # chunks in env order: keys in Gymnasium's order
-            assert _key_order(ours) == _key_order(theirs)
+        assert _key_order(ours) == _key_order(theirs)
     return ours
 
 
@@ -903,3 +903,14 @@ def test_the_property_notices_a_wrong_construction(
     else:
         wrong[i][key] = _changed(wrong[i][key])
     assert not same(batch_info_columns(n, list(chunks)), batch_infos(wrong))
+
+
+def test_keys_come_in_env_order_whatever_order_the_chunks_came_in() -> None:
+    """A later chunk holding sub-env 0 puts its keys first, as Gymnasium's ``_add_info``."""
+    late = InfoColumns(np.array([1]), {"x": [1]})
+    early = InfoColumns(np.array([0]), {"y": ["a"], "x": [2], "z": [{"b": 1, "a": 2}]})
+    per_env: list[dict[str, Any]] = [{"y": "a", "x": 2, "z": {"b": 1, "a": 2}}, {"x": 1}]
+    for chunks in ([late, early], [early, late]):
+        ours = _check_merged(2, chunks, per_env)
+        assert list(ours) == ["y", "_y", "x", "_x", "z", "_z"]
+        assert list(ours["z"]) == ["b", "_b", "a", "_a"]
