@@ -243,104 +243,24 @@ class WordleEnvironment(Environment[WordleAction, WordleObservation, WordleState
             self._last_signals = None
             return [], 0.0
 
-        # The guess: the first [word] (a message without brackets is a bare guess), and the
-        # echo: the message with role tags stripped. A message that is one bracketed run of
-        # letters and digits (str.isalnum: re's \w less "_") is its own [word], and holds a
-        # role tag only if it is one; anything else takes the general path (_GUESS, the tags).
-        if "[" in message:
-            inner = message[1:-1]
-            if message[0] == "[" and message[-1] == "]" and inner.isalnum():
-                shown = "" if inner in _TAG_WORDS else message
-                word: str | None = inner.lower()
-            else:
-                shown = message
-                for tag in _ROLE_TAGS:
-                    if tag in shown:
-                        shown = shown.replace(tag, "")
-                match = _GUESS.search(message)
-                word = match.group(1).lower() if match is not None else None
-        elif "]" in message:  # no "[": no [word], no role tag
-            shown = message
-            word = None
-        else:
-            shown = f"[{message}]"
-            if message.isalnum():
-                word = message.lower()
-                if message in _TAG_WORDS:
-                    shown = ""
-            else:
-                match = _GUESS.search(shown)  # only "_" can still make a [word]
-                word = match.group(1).lower() if match is not None else None
+        shown, word = _read_move(message)
         # This turn's messages: the player's, then at most one of the game's. No two in a row
         # share sender and category, so there is never anything to merge.
         said = [{"sender_id": PLAYER_ID, "content": shown, "category": "PLAYER_ACTION"}]
 
         earlier = 0
         if word is None:
-            problem = _NO_BRACKETS
+            problem: str | None = _NO_BRACKETS
         else:
-            submitted = self._submitted
-            earlier = submitted.get(word, 0)
-            submitted[word] = earlier + 1
-            # TextArena's checks, in its order; a word never submitted was never guessed
-            if len(word) != WORD_LENGTH:
-                problem = _LENGTH_PROBLEM
-            elif earlier and any(word == guessed for guessed, _ in self._history):
-                problem = f"You have already guessed '{word}' before. Please try a different word."
-            elif word not in valid_words():
-                problem = f"'{word}' is not an English word."
-            else:  # a valid guess: score it, reply, and see whether the game is over
-                self._error_count = 0
-                self._turn += 1
-                secret = self._secret
-                feedback = feedback_line(word, secret)
-                history = self._history
-                history.append((word, feedback))
-                if word == secret:
-                    greens = self._greens = WORD_LENGTH
-                    yellows = self._yellows = 0
-                    reward = 1.0
-                    self._finish(1.0, reason=_WIN_REASON, invalid=False)
-                else:
-                    greens = self._greens = feedback.count("G")
-                    yellows = self._yellows = feedback.count("Y")
-                    left = NUM_GUESSES - len(history)
-                    head = _SUBMITTED.get(word)
-                    if head is None:
-                        head = _SUBMITTED[word] = (
-                            f"You submitted [{word}].\nFeedback:\n{' '.join(word.upper())}\n"
-                        )
-                    said.append(
-                        {
-                            "sender_id": GAME_ID,
-                            "content": f"{head}{feedback}\nYou have {left} guesses left.",
-                            "category": "GAME_MESSAGE",
-                        }
-                    )
-                    reward = 0.0
-                    if not left:
-                        reward = self._completion()
-                        self._finish(
-                            reward,
-                            reason=(
-                                "The turn limit has been reached. You didn't guess the word, "
-                                f"but your best guess matched {round(reward * 100)}% of the "
-                                "letters in the correct positions.\nThe secret word was: "
-                                f"**{secret}**."
-                            ),
-                            invalid=False,
-                        )
-                self._last_reward = reward
-                self._last_signals = {
-                    "wordle.greens": greens / WORD_LENGTH,
-                    "wordle.yellows": yellows / WORD_LENGTH,
-                    "wordle.repetitions": 1.0 - earlier,
-                    "wordle.correct": reward,
-                }
-                return said, reward
+            earlier = self._submitted.get(word, 0)
+            self._submitted[word] = earlier + 1
+            problem = self._problem(word, earlier)
 
         reward = 0.0
-        if self._error_count < ERROR_ALLOWANCE:
+        if problem is None:
+            assert word is not None
+            reward = self._play(word, said)
+        elif self._error_count < ERROR_ALLOWANCE:
             self._error_count += 1
             said.append(
                 {
@@ -364,6 +284,60 @@ class WordleEnvironment(Environment[WordleAction, WordleObservation, WordleState
             "wordle.correct": reward,
         }
         return said, reward
+
+    def _problem(self, word: str, earlier: int) -> str | None:
+        """Why ``word`` is not a valid guess (TextArena's checks, wording and order), or None.
+
+        ``earlier``: how often it was submitted before in this game (a word never submitted
+        was never guessed, so the history is searched only when it was).
+        """
+        if len(word) != WORD_LENGTH:
+            return _LENGTH_PROBLEM
+        if earlier and any(word == guessed for guessed, _ in self._history):
+            return f"You have already guessed '{word}' before. Please try a different word."
+        if word not in valid_words():
+            return f"'{word}' is not an English word."
+        return None
+
+    def _play(self, word: str, said: list[_Said]) -> float:
+        """Score a valid guess, append the game's reply and return the step's reward."""
+        self._error_count = 0
+        self._turn += 1
+        secret = self._secret
+        feedback = feedback_line(word, secret)
+        history = self._history
+        history.append((word, feedback))
+        self._greens = feedback.count("G")
+        self._yellows = feedback.count("Y")
+        if word == secret:
+            self._finish(1.0, reason=_WIN_REASON, invalid=False)
+            return 1.0
+        left = NUM_GUESSES - len(history)
+        head = _SUBMITTED.get(word)
+        if head is None:
+            head = _SUBMITTED[word] = (
+                f"You submitted [{word}].\nFeedback:\n{' '.join(word.upper())}\n"
+            )
+        said.append(
+            {
+                "sender_id": GAME_ID,
+                "content": f"{head}{feedback}\nYou have {left} guesses left.",
+                "category": "GAME_MESSAGE",
+            }
+        )
+        if left:
+            return 0.0
+        completion = self._completion()
+        self._finish(
+            completion,
+            reason=(
+                "The turn limit has been reached. You didn't guess the word, but your best "
+                f"guess matched {round(completion * 100)}% of the letters in the correct "
+                f"positions.\nThe secret word was: **{secret}**."
+            ),
+            invalid=False,
+        )
+        return completion
 
     @property
     def state(self) -> WordleState:
@@ -473,6 +447,34 @@ class WordleEnvironment(Environment[WordleAction, WordleObservation, WordleState
                 "info": self._info(),
             },
         )
+
+
+def _read_move(message: str) -> tuple[str, str | None]:
+    """A move's echo and its guess (None for no guess).
+
+    The echo is the message with role tags stripped; the guess is its first ``[word]``,
+    lower-cased, and a message without brackets is a bare guess. A message that is one
+    bracketed run of letters and digits (``str.isalnum``: re's word characters less ``_``)
+    is its own ``[word]`` and holds a role tag only if it is one; anything else takes the
+    general path (:data:`_GUESS`, the tags).
+    """
+    if "[" in message:
+        inner = message[1:-1]
+        if message[0] == "[" and message[-1] == "]" and inner.isalnum():
+            return ("" if inner in _TAG_WORDS else message), inner.lower()
+        shown = message
+        for tag in _ROLE_TAGS:
+            if tag in shown:
+                shown = shown.replace(tag, "")
+        match = _GUESS.search(message)
+        return shown, (match.group(1).lower() if match is not None else None)
+    if "]" in message:  # no "[": no [word], no role tag
+        return message, None
+    if message.isalnum():
+        return ("" if message in _TAG_WORDS else f"[{message}]"), message.lower()
+    shown = f"[{message}]"
+    match = _GUESS.search(shown)  # only "_" can still make a [word]
+    return shown, (match.group(1).lower() if match is not None else None)
 
 
 def _batch(
