@@ -213,9 +213,14 @@ def _check_id(value: Any) -> int:
 _INTS = {int}
 
 
+def _plain_uints(values: Sequence[Any]) -> bool:
+    """Whether non-empty ``values`` are all plain non-negative ``int`` (checked in C)."""
+    return set(map(type, values)) == _INTS and min(values) >= 0
+
+
 def _check_slots(value: Any) -> tuple[int, ...]:
     # msgpack gives ints as int exactly (booleans as bool): no per-slot _is_uint call
-    if not isinstance(value, list) or not value or set(map(type, value)) != _INTS or min(value) < 0:
+    if not isinstance(value, list) or not value or not _plain_uints(value):
         raise RemoteProtocolError(
             f"'slots' must be a non-empty list of non-negative integers, got {_brief(value)}"
         )
@@ -667,9 +672,8 @@ class BatchClient:
         slot_tuple = tuple(slots)
         if not slot_tuple:
             raise LocalProtocolError(f"{op.value} needs at least one slot")
-        if not (set(map(type, slot_tuple)) == _INTS and min(slot_tuple) >= 0) and not all(
-            _is_uint(s) for s in slot_tuple
-        ):  # plain ints (the usual case) are checked in C, other int kinds one by one
+        if not _plain_uints(slot_tuple) and not all(_is_uint(s) for s in slot_tuple):
+            # plain ints (the usual case) are checked in C, other int kinds one by one
             raise LocalProtocolError(f"{op.value}: slots must be non-negative integers")
         if len(set(slot_tuple)) != len(slot_tuple):
             raise LocalProtocolError(f"{op.value}: duplicate slots")
