@@ -77,17 +77,27 @@ JSON_CLIENT_CALLS: dict[op._ClientEvent, Callable[[op.ClientSession], None]] = {
 JSON_CLIENT_SENDS = {CE.SEND_RESET, CE.SEND_STEP, CE.SEND_STATE, CE.SEND_CLOSE}
 
 
-def test_json_client_calls_cover_every_event() -> None:
-    assert set(JSON_CLIENT_CALLS) == set(CE)
+def walk_client_table(
+    client: Any,
+    call: Any,
+    table: dict[Any, Any],
+    pair: tuple[Any, Any],
+    *,
+    sends: set[Any],
+    lost: Any,
+    protocol_error: Any,
+) -> None:
+    """Take one (state, event) pair on a client machine and check it against ``table``.
 
-
-@pytest.mark.parametrize(("state", "event"), pairs(S, CE), ids=pair_id)
-def test_json_client_walks_its_table(state: op.SessionState, event: op._ClientEvent) -> None:
-    """2.5: a legal pair reaches the table's state; an illegal one raises."""
-    client = json_client_in(state)
-    call = JSON_CLIENT_CALLS[event]
-    expected = op._CLIENT_TRANSITIONS.get((state, event))
-    if event in JSON_CLIENT_SENDS:
+    A send reaches the table's state and queues one frame, or (illegal) raises
+    ``LocalProtocolError`` and changes nothing; losing the connection reaches the table's
+    state; a frame the machine cannot take raises ``RemoteProtocolError`` and leaves it
+    where a protocol error leads (or where it was); any other frame reaches the table's
+    state with one event.
+    """
+    state, event = pair
+    expected = table.get(pair)
+    if event in sends:
         if expected is None:
             before = snapshot(client)
             with pytest.raises(LocalProtocolError):
@@ -97,20 +107,37 @@ def test_json_client_walks_its_table(state: op.SessionState, event: op._ClientEv
             call(client)
             assert client.state is expected
             assert len(client.data_to_send()) == 1
-    elif event is CE.CONNECTION_LOST:
+    elif event is lost:
         call(client)
         assert client.state is expected
-    elif expected is None or event is CE.PROTOCOL_ERROR:
-        # a frame the session cannot take: fatal, or ignored once closed
+    elif expected is None or event is protocol_error:
+        # a frame the machine cannot take: fatal, or refused once closed
         with pytest.raises(RemoteProtocolError):
             call(client)
-        after_error = op._CLIENT_TRANSITIONS.get((state, CE.PROTOCOL_ERROR), state)
-        assert client.state is after_error
+        assert client.state is table.get((state, protocol_error), state)
         assert client.events_received() == []
     else:
         call(client)
         assert client.state is expected
         assert len(client.events_received()) == 1
+
+
+def test_json_client_calls_cover_every_event() -> None:
+    assert set(JSON_CLIENT_CALLS) == set(CE)
+
+
+@pytest.mark.parametrize(("state", "event"), pairs(S, CE), ids=pair_id)
+def test_json_client_walks_its_table(state: op.SessionState, event: op._ClientEvent) -> None:
+    """2.5: a legal pair reaches the table's state; an illegal one raises."""
+    walk_client_table(
+        json_client_in(state),
+        JSON_CLIENT_CALLS[event],
+        op._CLIENT_TRANSITIONS,
+        (state, event),
+        sends=JSON_CLIENT_SENDS,
+        lost=CE.CONNECTION_LOST,
+        protocol_error=CE.PROTOCOL_ERROR,
+    )
 
 
 # ------------------------------------------------------------------ 2.5 JSON server
@@ -267,32 +294,15 @@ def test_batch_client_calls_cover_every_event() -> None:
 def test_batch_client_walks_its_table(state: bp.ConnectionState, event: bp._ClientEvent) -> None:
     """3.7: a legal pair reaches the table's state; an illegal one raises."""
     client = batch_client_in(state)
-    call = BATCH_CLIENT_CALLS[event]
-    expected = bp._CLIENT_TRANSITIONS.get((state, event))
-    if event in (BCE.SEND_HELLO, BCE.SEND_REQUEST):
-        if expected is None:
-            before = snapshot(client)
-            with pytest.raises(LocalProtocolError):
-                call(client)
-            assert snapshot(client) == before
-        else:
-            call(client)
-            assert client.state is expected
-            assert len(client.data_to_send()) == 1
-    elif event is BCE.CONNECTION_LOST:
-        call(client)
-        assert client.state is expected
-    elif expected is None or event is BCE.PROTOCOL_ERROR:
-        # a frame the connection cannot take: fatal, or refused once closed
-        with pytest.raises(RemoteProtocolError):
-            call(client)
-        after_error = bp._CLIENT_TRANSITIONS.get((state, BCE.PROTOCOL_ERROR), state)
-        assert client.state is after_error
-        assert client.events_received() == []
-    else:
-        call(client)
-        assert client.state is expected
-        assert len(client.events_received()) == 1
+    walk_client_table(
+        client,
+        BATCH_CLIENT_CALLS[event],
+        bp._CLIENT_TRANSITIONS,
+        (state, event),
+        sends={BCE.SEND_HELLO, BCE.SEND_REQUEST},
+        lost=BCE.CONNECTION_LOST,
+        protocol_error=BCE.PROTOCOL_ERROR,
+    )
     if client.state is C.CLOSED:  # entering CLOSED forgets every slot and request
         assert (client.open_slots, client.in_flight) == (set(), 0)
 
