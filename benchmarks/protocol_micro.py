@@ -25,6 +25,7 @@ import statistics
 import time
 import timeit
 from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 
@@ -50,24 +51,39 @@ def _batch_pair(version: int, n: int) -> tuple[bp.BatchClient, bp.BatchServer]:
     return client, server
 
 
+def _step_round_trip(
+    client: bp.BatchClient,
+    server: bp.BatchServer,
+    send: Callable[[], object],
+    answer: Callable[[Any], None],
+) -> Callable[[], None]:
+    """One step request through both protocol objects and its reply back (``answer``)."""
+
+    def round_trip() -> None:
+        send()
+        for frame in client.data_to_send():
+            server.receive_data(frame)
+        for event in server.events_received():
+            answer(event)
+        for frame in server.data_to_send():
+            client.receive_data(frame)
+        client.events_received()
+
+    return round_trip
+
+
 def batch_v1(n: int) -> Callable[[], None]:
     """One step round trip, per-slot maps both ways."""
     client, server = _batch_pair(1, n)
     slots = list(range(n))
     actions = [{"message": "[crane]"}] * n
     results = [bp.SlotResult({"echoed_message": "[crane]"}, 0.0, False)] * n
-
-    def round_trip() -> None:
-        client.send_step(slots, actions)
-        for frame in client.data_to_send():
-            server.receive_data(frame)
-        for event in server.events_received():
-            server.send_results(event, results)  # type: ignore[arg-type]
-        for frame in server.data_to_send():
-            client.receive_data(frame)
-        client.events_received()
-
-    return round_trip
+    return _step_round_trip(
+        client,
+        server,
+        lambda: client.send_step(slots, actions),
+        lambda event: server.send_results(event, results),
+    )
 
 
 def batch_v2(n: int) -> Callable[[], None]:
@@ -78,18 +94,12 @@ def batch_v2(n: int) -> Callable[[], None]:
     table = bp.ResultTable(
         {"echoed_message": ["[crane]"] * n}, np.zeros(n), np.zeros(n, dtype=bool)
     )
-
-    def round_trip() -> None:
-        client.send_step(slots, actions)
-        for frame in client.data_to_send():
-            server.receive_data(frame)
-        for event in server.events_received():
-            server.send_table(event, table)  # type: ignore[arg-type]
-        for frame in server.data_to_send():
-            client.receive_data(frame)
-        client.events_received()
-
-    return round_trip
+    return _step_round_trip(
+        client,
+        server,
+        lambda: client.send_step(slots, actions),
+        lambda event: server.send_table(event, table),
+    )
 
 
 def json_session(n: int) -> Callable[[], None]:
