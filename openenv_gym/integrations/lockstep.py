@@ -59,6 +59,8 @@ def step_text(
         if reason is None and isinstance(nested, Mapping):
             reason = nested.get("reason")
         ending = "The episode is over" + (f": {reason}" if isinstance(reason, str) else ".")
+        if isinstance(reason, str) and text.strip() == reason.strip():
+            text = ""  # the observation is the reason itself (Wordle's win): say it once
         text = f"{text}\n{ending}" if text else ending
     return text
 

@@ -31,9 +31,15 @@ def _wordle_text(obs: Mapping[str, Any]) -> str:
     """What the player is told this turn: the game's messages since its last move.
 
     After ``reset`` that is the prompt. Works with our Wordle (one message per thing said)
-    and OpenEnv's TextArena server (one growing transcript: see :func:`_latest_turn`).
+    and OpenEnv's TextArena server (one growing transcript: see :func:`_latest_turn`). A
+    move that ends the game with no message of its own (the winning guess, the second
+    invalid move in a row) shows the game's last word on it: ``info["reason"]`` (e.g.
+    ``"Congratulations! You guessed the word correctly!"``), not the wire's ``prompt``
+    (which is the env id ``"Wordle-v0"`` on every step).
     """
-    return _turn_text(obs.get("messages"), obs.get("current_player_id", 0), obs.get("prompt", ""))
+    return _turn_text(
+        obs.get("messages"), obs.get("current_player_id", 0), obs.get("prompt", ""), obs.get("info")
+    )
 
 
 _TRANSCRIPT_ENTRY = re.compile(r"(?:^|\n)\[(?:GAME|Player(?: \d+)?)\] ")
@@ -78,14 +84,19 @@ def _wordle_columns(columns: Mapping[str, Any], numeric: frozenset[str], n: int)
         players = [0] * n
     elif isinstance(players, np.ndarray):
         players = players.tolist()
+    infos = columns.get("info")
+    if not isinstance(infos, list):
+        infos = [None] * n
     texts = [
-        _turn_text(m, p, prompt) for m, p, prompt in zip(messages, players, prompts, strict=True)
+        _turn_text(m, p, prompt, info)
+        for m, p, prompt, info in zip(messages, players, prompts, infos, strict=True)
     ]
     clean = printable_texts(texts, WORDLE_OBS_MAX)
     return clean if clean is not None else [to_printable(t)[:WORDLE_OBS_MAX] for t in texts]
 
 
-def _turn_text(messages: Any, player: Any, prompt: Any) -> str:
+def _turn_text(messages: Any, player: Any, prompt: Any, info: Any = None) -> str:
+    """This turn's text: the game's messages after the player's, else :func:`_no_message`."""
     if messages.__class__ is list and len(messages) == 2:
         # the usual turn: the player's echo, then one message of the game's
         echo, said = messages
@@ -99,7 +110,7 @@ def _turn_text(messages: Any, player: Any, prompt: Any) -> str:
             text = (content if content.__class__ is str else str(content)).strip()
             if text.startswith("[GAME] "):
                 text = _latest_turn(text)
-            return text or str(prompt)
+            return text or _no_message(prompt, info)
     tail: list[str] = []
     for message in reversed(messages or ()):
         if message.__class__ is not dict and not isinstance(message, Mapping):
@@ -111,7 +122,16 @@ def _turn_text(messages: Any, player: Any, prompt: Any) -> str:
     text = tail[0].strip() if len(tail) == 1 else "\n".join(reversed(tail)).strip()
     if text.startswith("[GAME] "):  # OpenEnv's TextArena: the whole episode in one message
         text = _latest_turn(text)
-    return text or str(prompt)
+    return text or _no_message(prompt, info)
+
+
+def _no_message(prompt: Any, info: Any) -> str:
+    """A turn the game said nothing on: why the game ended, if it did; else the prompt."""
+    if info.__class__ is dict or isinstance(info, Mapping):
+        reason = info.get("reason")
+        if isinstance(reason, str) and reason.strip():
+            return reason.strip()
+    return str(prompt)
 
 
 def _message_action(action: Any) -> dict[str, Any]:

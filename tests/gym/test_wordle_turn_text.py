@@ -28,7 +28,12 @@ WARNING = (
 )
 
 
-def merged(*entries: str, prompt: str = "Wordle-v0") -> dict[str, Any]:
+WIN = "Congratulations! You guessed the word correctly!"
+
+
+def merged(
+    *entries: str, prompt: str = "Wordle-v0", info: dict[str, Any] | None = None
+) -> dict[str, Any]:
     """An observation of OpenEnv's TextArena server after these transcript entries."""
     transcript = "".join(f"\n[GAME] {entry}" for entry in entries)
     return {
@@ -36,7 +41,7 @@ def merged(*entries: str, prompt: str = "Wordle-v0") -> dict[str, Any]:
         "messages": [{"sender_id": -1, "content": transcript, "category": "MESSAGE"}],
         "current_player_id": 0,
         "legal_players": [0],
-        "info": {},
+        "info": info or {},
     }
 
 
@@ -45,7 +50,8 @@ TURNS = [
     ((PROMPT, "[crane]", FEEDBACK), FEEDBACK),
     ((PROMPT, "[crane]", FEEDBACK, "[zzzzz]", WARNING), WARNING),
     ((PROMPT, "[crane]", FEEDBACK, "[zzzzz]", WARNING, "I say [slate]", FEEDBACK), FEEDBACK),
-    # a win: the game says nothing more, so the env id (upstream's later prompt) is shown
+    # a win: the game says nothing more; with no reason in info, the env id (upstream's
+    # later prompt) is all there is to show
     ((PROMPT, "[crane]", FEEDBACK, "[spare]"), "Wordle-v0"),
 ]
 
@@ -85,3 +91,16 @@ def test_our_layout_is_unchanged() -> None:
     assert codec.decode_observation(first) == first["prompt"]
     said = env.step(WordleAction(message="[crane]")).model_dump(mode="json")
     assert codec.decode_observation(said) == said["messages"][-1]["content"]
+
+
+def test_a_win_shows_the_reason_not_the_prompt() -> None:
+    """The winning move says nothing in the transcript: the game's reason is the text."""
+    codec = codec_for("wordle")
+    obs = merged(PROMPT, "[crane]", FEEDBACK, "[spare]", info={"reason": WIN})
+    assert codec.decode_observation(obs) == WIN
+    assert codec.decode_columns is not None
+    columns = {k: [v, v] for k, v in obs.items()}
+    assert codec.decode_columns(columns, frozenset(), 2) == [WIN, WIN]
+    # a turn with a message of its own keeps it, whatever info holds
+    obs = merged(PROMPT, "[crane]", FEEDBACK, info={"reason": WIN})
+    assert codec.decode_observation(obs) == FEEDBACK

@@ -76,7 +76,10 @@ def test_every_step_observation_is_one_turn(textarena):
         transcript.append(len(info["messages"][0]["content"]))
         obs, reward, terminated, _, info = env.step(f"[{secret}]")
         assert (reward, terminated) == (1.0, True)
-        assert obs == ENV_ID  # the game says nothing after a win: upstream's prompt field
+        # the game says nothing after a win, and the wire's prompt is the env id: the
+        # observation is the game's reason instead
+        assert info["prompt"] == ENV_ID
+        assert obs == "Congratulations! You guessed the word correctly!"
         transcript.append(len(info["messages"][0]["content"]))
         # the server's transcript grows every turn; our observation does not
         assert all(b > a for a, b in itertools.pairwise(transcript))

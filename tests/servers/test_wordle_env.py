@@ -439,8 +439,11 @@ def test_gymnasium_text_is_the_games_latest_reply(crane_env: WordleEnvironment) 
     text = decode(play(crane_env, "[hello]").model_dump())
     assert text.startswith("You submitted [hello].\nFeedback:\nH E L L O\n")
     assert "react" not in text  # earlier turns are not repeated
-    # A win prints nothing, so the text falls back to the prompt: the env id after reset.
-    assert decode(play(crane_env, "[crane]").model_dump()) == "Wordle-v0"
+    # A win prints no message: the text is the game's last word on it (info's reason),
+    # not the wire's prompt (the env id after reset)
+    win = play(crane_env, "[crane]")
+    assert win.prompt == "Wordle-v0"
+    assert decode(win.model_dump()) == "Congratulations! You guessed the word correctly!"
 
 
 # --------------------------------------------------------------------- invalid moves
