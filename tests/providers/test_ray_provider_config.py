@@ -106,7 +106,7 @@ def test_cli_checks_its_json_arguments(capsys: pytest.CaptureFixture[str]) -> No
 
 
 @pytest.mark.parametrize(
-    "module", ["openenv_gym.providers.ray", "openenv_gym.providers.kubernetes"]
+    "module", ["openenv_gym.providers.ray.placement", "openenv_gym.providers.kubernetes"]
 )
 def test_docstring_examples_run(module: str) -> None:
     import doctest
