@@ -12,7 +12,7 @@ import urllib.request
 from collections.abc import Mapping
 from typing import Any
 
-from openenv_gym.config import env_str
+from openenv_gym.config import resolve_token
 from openenv_gym.exceptions import AuthenticationError, ConnectError, RemoteProtocolError
 
 __all__ = ["get_json", "http_base", "with_token"]
@@ -35,7 +35,7 @@ def with_token(
     given = dict(headers or {})
     has_auth = any(name.lower() == "authorization" for name in given)
     if token is None and not has_auth and from_env:
-        token = env_str("OPENENV_GYM_TOKEN")
+        token = resolve_token()
     if token is None:
         return given or None
     for name in [name for name in given if name.lower() == "authorization"]:

@@ -13,7 +13,7 @@ import json
 import sys
 from typing import Any
 
-from openenv_gym.config import env_str
+from openenv_gym.config import resolve_token
 from openenv_gym.exceptions import ConfigurationError
 
 __all__ = ["add_commands", "run"]
@@ -87,7 +87,7 @@ def run(args: argparse.Namespace) -> int:
             resources=args.resources,
             runtime_env=args.runtime_env,
             ray_address=args.address,
-            token=env_str("OPENENV_GYM_TOKEN"),
+            token=resolve_token(),
             server_options=options,
             max_restarts=args.max_restarts,
             start_timeout=args.start_timeout,

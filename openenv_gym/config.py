@@ -30,6 +30,7 @@ __all__ = [
     "env_str",
     "parse_count",
     "parse_seconds",
+    "resolve_token",
 ]
 
 ProtocolName = Literal["auto", "batch", "json"]
@@ -60,6 +61,7 @@ ENV_VARS: dict[str, str] = {
     "OPENENV_GYM_PROTOCOL": "auto | batch | json: wire protocol of new sessions (default auto)",
     "OPENENV_GYM_NO_UVLOOP": "1: servers use the asyncio loop even when uvloop is installed",
     "OPENENV_GYM_PYTHON": "interpreter that runs local servers (default: the current one)",
+    "OPENENV_GYM_SPIN_US": "µs a wait for a reply polls without sleeping first (default 1000)",
     "OPENENV_GYM_ENVIRONMENTS": (
         "set by register_environment: the servers of added environments, for the "
         "`openenv-gym serve NAME` processes started from this one (JSON)"
@@ -92,6 +94,17 @@ def env_str(name: str, default: str | None = None) -> str | None:
         raise KeyError(name)
     value = os.environ.get(name, "")
     return value if value else default
+
+
+def resolve_token(token: str | None = None) -> str | None:
+    """The bearer token to use: ``token`` if given, else ``OPENENV_GYM_TOKEN``, else None.
+
+    The one place the default of every ``token=`` is decided: the clients' (``make``,
+    ``make_vec``, ``open_session``, ``openenv-gym check``), the providers' (the token
+    the servers they start demand) and ``openenv-gym serve``'s. An empty string counts
+    as no token, as an empty variable does.
+    """
+    return token or env_str("OPENENV_GYM_TOKEN")
 
 
 def env_float(name: str, default: float | None) -> float | None:

@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING, Any
 
 from openenv_gym._http import get_json
 from openenv_gym._version import __version__
-from openenv_gym.config import check_seconds, env_float, env_str
+from openenv_gym.config import check_seconds, env_float, resolve_token
 from openenv_gym.exceptions import (
     AuthenticationError,
     ConfigurationError,
@@ -152,9 +152,7 @@ class DockerProvider(Provider):
         )
         self.limits = {**DEFAULT_LIMITS, **dict(limits or {})}
         self.environment = dict(environment or {})
-        self._token = (
-            token or self.environment.get("OPENENV_GYM_TOKEN") or env_str("OPENENV_GYM_TOKEN")
-        )
+        self._token = resolve_token(token or self.environment.get("OPENENV_GYM_TOKEN"))
         self._tokens: list[str] = []  # per container, in order
         self._client = client
         self.containers: list[Container] = []

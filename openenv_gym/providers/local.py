@@ -37,7 +37,7 @@ from collections.abc import Callable
 from typing import IO, Any
 
 from openenv_gym._http import get_json
-from openenv_gym.config import check_seconds, env_float, env_str
+from openenv_gym.config import check_seconds, env_float, env_str, resolve_token
 from openenv_gym.exceptions import (
     AuthenticationError,
     ConfigurationError,
@@ -343,7 +343,7 @@ class LocalProvider(Provider):
             or env_float("OPENENV_GYM_START_TIMEOUT", 30.0)
             or 30.0
         )
-        self._token = token or env_str("OPENENV_GYM_TOKEN")
+        self._token = resolve_token(token)
         self._python = python
         self._extra_args = extra_args
         self.servers = [self._new_server() for _ in range(num_servers)]

@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from openenv_gym._version import __version__
-from openenv_gym.config import env_count, env_float, env_str
+from openenv_gym.config import env_count, env_float, env_str, resolve_token
 from openenv_gym.exceptions import ConfigurationError
 
 if TYPE_CHECKING:
@@ -215,7 +215,7 @@ class ServerConfig:
                 values[option.name] = env_count(option.env_var, option.default)
             else:
                 values[option.name] = env_float(option.env_var, option.default)
-        token = env_str("OPENENV_GYM_TOKEN")
+        token = resolve_token()
         if token is not None:
             values["token"] = token
         mode = env_str("OPENENV_GYM_MODE")

@@ -1,6 +1,8 @@
 """Transport: every socket of the client, driven on the calling thread (no event loop).
 
-``wire`` (one WebSocket over websockets' sans-I/O protocol), ``connection`` (a JSON
+``handshake`` (opening a connection: TCP, proxy, TLS, the upgrade, redirects), ``wire``
+(one open WebSocket over websockets' sans-I/O protocol), ``waiting`` (the one place the
+client blocks), ``connection`` (a JSON
 ``/ws`` session, a batched connection), ``raw`` (a raw socket for tools that probe a
 server, and the one place connections are closed or dropped), ``shards`` and ``dispatch``
 (a vector env's servers: one plan in, columnar outcomes out), ``session`` (a single env's

@@ -45,16 +45,10 @@ from openenv_gym.exceptions import (
 from openenv_gym.protocol import batch as bp
 from openenv_gym.protocol import openenv as op
 from openenv_gym.transport import keepalive
+from openenv_gym.transport.handshake import HandshakeRefused, ws_url
 from openenv_gym.transport.raw import abort_websocket, close_websocket
-from openenv_gym.transport.wire import (
-    HandshakeRefused,
-    Pong,
-    WebSocket,
-    deadline_after,
-    open_websocket,
-    wait,
-    ws_url,
-)
+from openenv_gym.transport.waiting import deadline_after, wait
+from openenv_gym.transport.wire import Pong, WebSocket, open_websocket
 
 __all__ = [
     "BatchConnection",

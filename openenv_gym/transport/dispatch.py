@@ -22,7 +22,8 @@ from typing import Any
 
 from openenv_gym.exceptions import UsageError
 from openenv_gym.transport.shards import Args, Ids, Outcome, Shard
-from openenv_gym.transport.wire import WebSocket, deadline_after, wait
+from openenv_gym.transport.waiting import deadline_after, wait
+from openenv_gym.transport.wire import WebSocket
 
 __all__ = ["Dispatcher", "Pending", "Request"]
 

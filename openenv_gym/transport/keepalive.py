@@ -17,7 +17,8 @@ import os
 import threading
 import weakref
 
-from openenv_gym.transport.wire import WebSocket, readable
+from openenv_gym.transport.waiting import readable
+from openenv_gym.transport.wire import WebSocket
 
 __all__ = ["INTERVAL", "track"]
 

@@ -25,7 +25,9 @@ from dataclasses import dataclass
 from types import TracebackType
 
 from openenv_gym.exceptions import ConnectionLostError
-from openenv_gym.transport.wire import WebSocket, open_websocket, wait, ws_url
+from openenv_gym.transport.handshake import ws_url
+from openenv_gym.transport.waiting import wait
+from openenv_gym.transport.wire import WebSocket, open_websocket
 
 __all__ = ["CloseFrame", "RawSocket", "abort_websocket", "close_websocket"]
 

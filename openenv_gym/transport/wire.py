@@ -2,84 +2,57 @@
 
 Every call of the package that talks to a server runs its socket I/O right here, on the
 thread that made the call: frames are written with ``send``, replies read when
-:func:`wait_readable` says so, and nothing hops to another thread on the way. On the
-2-core machines this project is measured on, a round trip through an event-loop thread
-costs about 150 µs more than the same round trip on the caller's thread (two cross-CPU
-wake-ups), more than a whole batched step of 64 Echo envs; see ``docs/architecture.md``.
+:mod:`~openenv_gym.transport.waiting` says the socket is readable, and nothing hops to
+another thread on the way. On the 2-core machines this project is measured on, a round
+trip through an event-loop thread costs about 150 µs more than the same round trip on the
+caller's thread (two cross-CPU wake-ups), more than a whole batched step of 64 Echo envs;
+see ``docs/architecture.md``.
 
-* :func:`open_websocket` connects (TCP, optional HTTP ``CONNECT`` proxy, TLS, the upgrade
-  handshake) and returns a :class:`WebSocket`.
+* :func:`open_websocket` connects (:mod:`~openenv_gym.transport.handshake`: TCP, optional
+  HTTP ``CONNECT`` proxy, TLS, the upgrade) and returns a :class:`WebSocket`.
 * :class:`WebSocket` queues frames (:meth:`~WebSocket.queue`), writes them without
   blocking (:meth:`~WebSocket.flush`), and turns bytes from the socket into whole messages
   (:meth:`~WebSocket.read`); pings are answered as they are read.
-* :func:`wait` blocks until any of several sockets is readable (or writable, when it has
-  bytes left to write), or a deadline passes. It is the only place that blocks.
 * Pings of our own (:meth:`~WebSocket.queue_ping`) come back as :class:`Pong` markers in
   :attr:`~WebSocket.messages`, in order with the data messages, when
   :attr:`~WebSocket.track_pongs` is set: the JSON session uses them as barriers.
 * Idle connections still answer pings: :mod:`openenv_gym.transport.keepalive` reads them
   from a background thread, every few seconds, whenever no call is using them.
 
-Every third-party exception is converted here, once, to :mod:`openenv_gym.exceptions`.
-
-One cohesive concern, over 600 lines: one client WebSocket on the caller's thread
-(opening it, framing, reading, waiting), the single place where the client blocks.
+Every third-party exception met on an open connection is converted here, once, to
+:mod:`openenv_gym.exceptions` (the handshake's in :mod:`~openenv_gym.transport.handshake`).
 """
 
 from __future__ import annotations
 
-import base64
 import collections
 import contextlib
 import logging
-import math
 import os
-import select
-import selectors
 import socket
 import ssl
 import threading
 import time
-import urllib.parse
-import urllib.request
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from websockets.client import ClientProtocol
-from websockets.exceptions import InvalidState, InvalidStatus, InvalidURI
+from websockets.exceptions import InvalidState
 from websockets.frames import Frame, Opcode
-from websockets.http11 import Response
 from websockets.protocol import State
-from websockets.typing import Subprotocol
-from websockets.uri import parse_uri
 
 try:
     from websockets.speedups import apply_mask
 except ImportError:  # pragma: no cover - websockets built without its C extension
     from websockets.utils import apply_mask
 
-from openenv_gym._version import __version__
-from openenv_gym.exceptions import (
-    AuthenticationError,
-    ConnectError,
-    ConnectionLostError,
-    RemoteProtocolError,
-    RequestTimeoutError,
-)
+from openenv_gym.exceptions import ConnectionLostError, RemoteProtocolError, RequestTimeoutError
 from openenv_gym.protocol.frames import frame_head, parse_head
+from openenv_gym.transport.handshake import upgrade
+from openenv_gym.transport.waiting import deadline_after, wait, wait_readable
 
-__all__ = [
-    "MAX_MESSAGE",
-    "HandshakeRefused",
-    "Pong",
-    "WebSocket",
-    "deadline_after",
-    "open_websocket",
-    "remaining",
-    "wait",
-    "ws_url",
-]
+__all__ = ["MAX_MESSAGE", "Pong", "WebSocket", "open_websocket"]
 
 logger = logging.getLogger("openenv_gym.transport")
 
@@ -87,30 +60,10 @@ MAX_MESSAGE = 100 * 2**20
 """Largest message accepted (the official client's receive cap, 100 MB)."""
 
 _READ_SIZE = 256 * 1024
-_poll = getattr(select, "poll", None)
-_POLLIN = getattr(select, "POLLIN", 1)
-_POLLOUT = getattr(select, "POLLOUT", 4)
-_MAX_REDIRECTS = 3
 _MASKS = 1024
 """Bytes of masking keys drawn from ``os.urandom`` at once (256 frames' worth)."""
 _FAST_MAX = 2**20
 """Largest frame parsed by :meth:`WebSocket._receive` itself (longer: websockets parses it)."""
-USER_AGENT = f"openenv-gym/{__version__}"
-_SPIN_DEFAULT = 1e-3
-_SPIN_MAX = 0.01
-_WAIT_EWMA_GAIN = 0.25
-
-
-class HandshakeRefused(ConnectError):
-    """The server answered the upgrade request with an HTTP status instead of ``101``.
-
-    Attributes:
-        status: The HTTP status code.
-    """
-
-    def __init__(self, message: str, status: int) -> None:
-        super().__init__(message)
-        self.status = status
 
 
 @dataclass(frozen=True, slots=True)
@@ -125,31 +78,6 @@ class Pong:
     """
 
     data: bytes
-
-
-def ws_url(base_url: str, path: str) -> str:
-    """``http(s)://host[:port][/prefix]`` (or ws(s)://, or bare host) -> ``ws(s)://.../path``."""
-    url = base_url.strip().rstrip("/")
-    for http_scheme, ws_scheme in (("https://", "wss://"), ("http://", "ws://")):
-        if url.startswith(http_scheme):
-            url = ws_scheme + url[len(http_scheme) :]
-    if "://" not in url:
-        url = "ws://" + url
-    return url + path
-
-
-def deadline_after(seconds: float | None) -> float | None:
-    """The ``time.monotonic()`` instant ``seconds`` from now (None: no deadline)."""
-    return None if seconds is None else time.monotonic() + seconds
-
-
-def remaining(deadline: float | None) -> float | None:
-    """Seconds left until ``deadline`` (never negative; None: no deadline)."""
-    return None if deadline is None else max(0.0, deadline - time.monotonic())
-
-
-def _is_loopback(host: str) -> bool:
-    return host in ("localhost", "::1") or host.startswith("127.")
 
 
 class WebSocket:
@@ -194,36 +122,16 @@ class WebSocket:
         self._rx_fragmented = False  # a fragmented message is under way (frames seen here)
         self._masks = b""
         self._mask_at = 0
-        self._wait_ewma = 0.0  # moving average of recent waits for bytes, s (wait_readable)
+        self.wait_ewma = 0.0  # moving average of recent waits for bytes, s (wait_readable)
         sock.setblocking(False)
 
     # ------------------------------------------------------------------ waiting
     def wait_readable(self, timeout: float | None) -> bool:
         """Block until the socket has bytes to read (True) or ``timeout`` s pass (False).
 
-        A reply that usually comes within :data:`SPIN_S` is waited for by polling without
-        sleeping, up to that long, before blocking: a loopback round trip of a small
-        request is then no longer two sleeps and two cross-core wake-ups (measured on a
-        2-core VM: Echo N=1 p50 283 -> 210 µs), and the work on the reply runs on a core
-        that did not go idle (after a 0.7 ms sleep the same 53 KB reply took 70 µs to
-        decode instead of 39 there; a 64-game Wordle step got ~10 % faster with 1 ms).
-        Whether to spin follows a moving average of this socket's recent waits, so waits
-        longer than the budget (a large batch, a slow env, a remote server) block at once
-        and spend no CPU spinning.
+        See :func:`~openenv_gym.transport.waiting.wait_readable` (a short spin first).
         """
-        start = time.perf_counter()
-        spin = SPIN_S if self._wait_ewma < SPIN_S else 0.0
-        if timeout is not None:
-            spin = min(spin, timeout)
-        if spin > 0.0 and _spin_readable(self.sock, start + spin):
-            ready = True
-        else:
-            left = None if timeout is None else max(0.0, timeout - (time.perf_counter() - start))
-            ready = _wait_one(self.sock, selectors.EVENT_READ, left)
-        if ready:
-            waited = time.perf_counter() - start
-            self._wait_ewma += (waited - self._wait_ewma) * _WAIT_EWMA_GAIN
-        return ready
+        return wait_readable(self, timeout)
 
     # ------------------------------------------------------------------ state
     @property
@@ -593,93 +501,6 @@ class WebSocket:
         self.abort()
 
 
-# ---------------------------------------------------------------------- waiting
-
-
-def wait(sockets: Sequence[WebSocket], deadline: float | None) -> bool:
-    """Block until one of ``sockets`` can make progress, or ``deadline`` passes.
-
-    Progress: bytes to read (or buffered TLS bytes), or room to write for a socket with
-    bytes left to write. Returns False on timeout. Closed sockets count as ready (their
-    :meth:`WebSocket.read` reports the end at once).
-    """
-    for ws in sockets:
-        if ws.failure is not None or ws.buffered or ws.messages:
-            return True
-    timeout = remaining(deadline)
-    if len(sockets) == 1:
-        ws = sockets[0]
-        if ws.wants_write:
-            return _wait_one(ws.sock, selectors.EVENT_READ | selectors.EVENT_WRITE, timeout)
-        return ws.wait_readable(timeout)
-    with selectors.DefaultSelector() as selector:
-        for ws in sockets:
-            events = selectors.EVENT_READ | (selectors.EVENT_WRITE if ws.wants_write else 0)
-            with contextlib.suppress(ValueError, KeyError, OSError):
-                selector.register(ws.sock, events)
-        return bool(selector.select(timeout))
-
-
-def _spin_budget(environ: Mapping[str, str]) -> float:
-    """:data:`SPIN_S` from ``OPENENV_GYM_SPIN_US`` (µs, default 1000; 0 turns spinning off).
-
-    One usable CPU: never (a spinning client would hold the core the server needs).
-    """
-    raw = environ.get("OPENENV_GYM_SPIN_US", "").strip()
-    try:
-        budget = float(raw) * 1e-6 if raw else _SPIN_DEFAULT
-    except ValueError:
-        logger.warning("OPENENV_GYM_SPIN_US=%r is not a number: using the default", raw)
-        budget = _SPIN_DEFAULT
-    if not math.isfinite(budget) or budget < 0.0:
-        logger.warning("OPENENV_GYM_SPIN_US=%r is out of range: spinning is off", raw)
-        budget = 0.0
-    affinity = getattr(os, "sched_getaffinity", None)
-    cpus = len(affinity(0)) if affinity is not None else (os.cpu_count() or 1)
-    return min(budget, _SPIN_MAX) if cpus > 1 else 0.0
-
-
-SPIN_S = _spin_budget(os.environ)
-"""How long a wait for a reply polls without sleeping first, s (``OPENENV_GYM_SPIN_US``)."""
-
-
-def _spin_readable(sock: socket.socket, until: float) -> bool:
-    """Poll ``sock`` without sleeping until it is readable (True) or ``until`` (False)."""
-    if _poll is None:  # pragma: no cover - Windows: no poll()
-        return False
-    poller = _poll()
-    try:
-        poller.register(sock, _POLLIN)
-    except (ValueError, OSError):  # closed under us: report it as ready
-        return True
-    clock = time.perf_counter
-    while True:
-        if poller.poll(0):
-            return True
-        if clock() >= until:
-            return False
-
-
-def _wait_one(sock: socket.socket, events: int, timeout: float | None) -> bool:
-    if _poll is None:  # pragma: no cover - Windows: no poll()
-        writers = [sock] if events & selectors.EVENT_WRITE else []
-        readable, writable, _ = select.select([sock], writers, [], timeout)
-        return bool(readable or writable)
-    poller = _poll()
-    mask = _POLLIN | (_POLLOUT if events & selectors.EVENT_WRITE else 0)
-    try:
-        poller.register(sock, mask)
-    except (ValueError, OSError):  # closed under us: report it as ready
-        return True
-    try:
-        return bool(poller.poll(None if timeout is None else timeout * 1000.0))
-    except InterruptedError:  # pragma: no cover - PEP 475 retries; kept for safety
-        return True
-
-
-# ---------------------------------------------------------------------- opening
-
-
 def open_websocket(
     url: str,
     *,
@@ -690,200 +511,23 @@ def open_websocket(
 ) -> WebSocket:
     """Connect to ``url`` (``ws://`` or ``wss://``) and complete the upgrade.
 
-    Follows up to three redirects. For a non-loopback host, the proxy from the usual
-    environment variables (``https_proxy``, ``http_proxy``, ``no_proxy``) is used when it
-    is an HTTP proxy.
+    See :func:`~openenv_gym.transport.handshake.upgrade` (redirects, proxies, TLS).
 
     Raises:
         HandshakeRefused: The server answered with an HTTP status (e.g. 403, 404).
         ConnectError: Unreachable, TLS failure, a bad URL, a malformed handshake, or
             nothing within ``timeout``.
     """
-    deadline = deadline_after(timeout)
-    for _ in range(_MAX_REDIRECTS + 1):
-        try:
-            return _open_once(url, subprotocols, headers, deadline, max_size)
-        except _Redirect as redirect:
-            url = redirect.location
-    raise ConnectError(f"too many redirects opening {url}")
-
-
-class _Redirect(Exception):
-    def __init__(self, location: str) -> None:
-        super().__init__(location)
-        self.location = location
-
-
-def _open_once(
-    url: str,
-    subprotocols: Sequence[str] | None,
-    headers: Mapping[str, str] | None,
-    deadline: float | None,
-    max_size: int,
-) -> WebSocket:
-    try:
-        wsuri = parse_uri(url)
-    except (InvalidURI, ValueError) as exc:
-        raise ConnectError(f"cannot connect to {url}: {exc}") from exc
-    protocol = ClientProtocol(
-        wsuri,
-        subprotocols=[Subprotocol(s) for s in subprotocols] if subprotocols else None,
+    opened = upgrade(
+        url,
+        subprotocols=subprotocols,
+        headers=headers,
+        deadline=deadline_after(timeout),
         max_size=max_size,
     )
-    sock = _connect_socket(wsuri.host, wsuri.port, wsuri.secure, url, deadline)
-    try:
-        request = protocol.connect()
-        request.headers["User-Agent"] = USER_AGENT
-        for name, value in (headers or {}).items():
-            if name in request.headers:
-                del request.headers[name]
-            request.headers[name] = value
-        protocol.send_request(request)
-        _send_all(sock, b"".join(protocol.data_to_send()), deadline, url)
-        response, leftover, more = _read_response(sock, protocol, deadline, url)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            sock.close()
-        raise
-    if protocol.handshake_exc is not None or response is None or response.status_code != 101:
-        with contextlib.suppress(OSError):
-            sock.close()
-        status = response.status_code if response is not None else 0
-        if status in (301, 302, 303, 307, 308) and response is not None:
-            location = response.headers.get("Location")
-            if location:
-                http_url = "http" + url[2:]  # ws(s):// -> http(s)://, for urljoin
-                raise _Redirect(ws_url(urllib.parse.urljoin(http_url, location), ""))
-        problem = protocol.handshake_exc
-        if status == 401:
-            raise AuthenticationError(
-                f"{url}: the server refused the WebSocket upgrade (HTTP 401: missing or wrong "
-                "token; pass token= or set OPENENV_GYM_TOKEN)"
-            ) from problem
-        if isinstance(problem, InvalidStatus) or (status and status != 101):
-            raise HandshakeRefused(
-                f"{url}: the server refused the WebSocket upgrade (HTTP {status})", status
-            ) from problem
-        raise ConnectError(f"cannot connect to {url}: {problem}") from problem
-    ws = WebSocket(sock, protocol, url)
-    if more:  # websockets may have the start of a frame: it parses everything
+    ws = WebSocket(opened.sock, opened.protocol, opened.url)
+    if opened.more:  # websockets may have the start of a frame: it parses everything
         ws._plain_rx = False
-    if leftover:  # frames that came with the handshake response (an error, a close...)
-        ws._harvest(leftover)
+    if opened.events:  # frames that came with the handshake response (an error, a close...)
+        ws._harvest(opened.events)
     return ws
-
-
-def _connect_socket(
-    host: str, port: int, secure: bool, url: str, deadline: float | None
-) -> socket.socket:
-    proxy = None if _is_loopback(host) else _proxy_for(url)
-    try:
-        if proxy is None:
-            sock = socket.create_connection((host, port), timeout=remaining(deadline))
-        else:
-            sock = _tunnel(proxy, host, port, deadline, url)
-        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        if secure:
-            context = ssl.create_default_context()
-            sock.settimeout(remaining(deadline))
-            sock = context.wrap_socket(sock, server_hostname=host)
-    except TimeoutError as exc:
-        raise ConnectError(f"connecting to {url} timed out") from exc
-    except (OSError, ssl.SSLError, ValueError) as exc:
-        raise ConnectError(f"cannot connect to {url}: {exc}") from exc
-    return sock
-
-
-def _proxy_for(url: str) -> str | None:
-    """The HTTP proxy the environment asks for ``url``, if any (SOCKS is refused)."""
-    http_url = "https" + url[3:] if url.startswith("wss") else "http" + url[2:]
-    host = urllib.parse.urlsplit(http_url).hostname or ""
-    if urllib.request.proxy_bypass(host):
-        return None
-    proxies = urllib.request.getproxies()
-    scheme = "https" if url.startswith("wss") else "http"
-    proxy = proxies.get(scheme) or proxies.get("all")
-    if proxy is None:
-        return None
-    if "://" not in proxy:  # host:port, as curl and requests read it
-        proxy = "http://" + proxy
-    if not proxy.startswith("http://"):
-        raise ConnectError(
-            f"the proxy {proxy!r} for {url} is not an http:// proxy; openenv-gym tunnels "
-            "through HTTP CONNECT proxies only (set no_proxy for this host to go direct)"
-        )
-    return proxy
-
-
-def _tunnel(proxy: str, host: str, port: int, deadline: float | None, url: str) -> socket.socket:
-    parts = urllib.parse.urlsplit(proxy)
-    sock = socket.create_connection(
-        (parts.hostname or "", parts.port or 80), timeout=remaining(deadline)
-    )
-    target = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
-    lines = [f"CONNECT {target} HTTP/1.1", f"Host: {target}", f"User-Agent: {USER_AGENT}"]
-    if parts.username is not None:
-        credentials = f"{urllib.parse.unquote(parts.username)}:"
-        credentials += urllib.parse.unquote(parts.password or "")
-        lines.append(
-            f"Proxy-Authorization: Basic {base64.b64encode(credentials.encode()).decode()}"
-        )
-    sock.sendall(("\r\n".join(lines) + "\r\n\r\n").encode())
-    head = b""
-    while b"\r\n\r\n" not in head:
-        sock.settimeout(remaining(deadline))
-        chunk = sock.recv(4096)
-        if not chunk or len(head) > 65536:
-            sock.close()
-            raise ConnectError(f"proxy {proxy} closed the tunnel to {url}")
-        head += chunk
-    status_line = head.split(b"\r\n", 1)[0].split()
-    if len(status_line) < 2 or status_line[1] != b"200":
-        sock.close()
-        raise ConnectError(f"proxy {proxy} refused the tunnel to {url}: {head[:80]!r}")
-    return sock
-
-
-def _send_all(sock: socket.socket, data: bytes, deadline: float | None, url: str) -> None:
-    try:
-        sock.settimeout(remaining(deadline))
-        sock.sendall(data)
-    except TimeoutError as exc:
-        raise ConnectError(f"connecting to {url} timed out") from exc
-    except OSError as exc:
-        raise ConnectError(f"cannot connect to {url}: {exc}") from exc
-
-
-def _read_response(
-    sock: socket.socket, protocol: ClientProtocol, deadline: float | None, url: str
-) -> tuple[Response | None, list[Any], bool]:
-    """The response, the frames that came with it, and whether any bytes did."""
-    received = bytearray()
-    while True:
-        try:
-            sock.settimeout(remaining(deadline))
-            data = sock.recv(_READ_SIZE)
-        except TimeoutError as exc:
-            raise ConnectError(f"connecting to {url} timed out") from exc
-        except OSError as exc:
-            raise ConnectError(f"cannot connect to {url}: {exc}") from exc
-        if data:
-            protocol.receive_data(data)
-            received += data
-        else:
-            protocol.receive_eof()
-        events = protocol.events_received()
-        for k, event in enumerate(events):
-            if isinstance(event, Response):
-                more = len(received) > received.find(b"\r\n\r\n") + 4  # no body after a 101
-                return event, events[k + 1 :], more
-        failed = protocol.handshake_exc
-        if failed is not None:  # not an HTTP response at all
-            raise ConnectError(f"{url} did not answer with HTTP: {failed}") from failed
-        if not data:
-            raise ConnectError(f"{url} closed the connection during the handshake")
-
-
-def readable(sockets: Iterable[WebSocket]) -> list[WebSocket]:
-    """The sockets that have something to read now (no blocking)."""
-    return [ws for ws in sockets if ws.buffered or _wait_one(ws.sock, selectors.EVENT_READ, 0)]

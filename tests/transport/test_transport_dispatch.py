@@ -32,7 +32,7 @@ from openenv_gym.exceptions import (
 from openenv_gym.transport import keepalive
 from openenv_gym.transport.dispatch import Dispatcher, Pending, Request
 from openenv_gym.transport.shards import Outcome, Shard, connect_shard
-from openenv_gym.transport.wire import readable
+from openenv_gym.transport.waiting import readable
 from openenv_gym_servers.echo import EchoAction, EchoEnvironment, EchoObservation
 
 TIMEOUTS = Timeouts(connect=5.0, step=30.0, close=5.0)

@@ -31,8 +31,8 @@ from openenv_gym.exceptions import (
 from openenv_gym.protocol import batch as bp
 from openenv_gym.protocol import openenv as op
 from openenv_gym.transport import CloseFrame, RawSocket
+from openenv_gym.transport.handshake import HandshakeRefused
 from openenv_gym.transport.raw import abort_websocket, close_websocket
-from openenv_gym.transport.wire import HandshakeRefused
 
 SOON = 20.0
 """Seconds a test waits for something that should happen (bounds a hang)."""

@@ -35,14 +35,10 @@ from openenv_gym.exceptions import (
     RequestTimeoutError,
     TransportError,
 )
-from openenv_gym.transport import keepalive, wire
-from openenv_gym.transport.wire import (
-    HandshakeRefused,
-    WebSocket,
-    deadline_after,
-    open_websocket,
-    ws_url,
-)
+from openenv_gym.transport import handshake, keepalive, waiting
+from openenv_gym.transport.handshake import HandshakeRefused, ws_url
+from openenv_gym.transport.waiting import deadline_after
+from openenv_gym.transport.wire import WebSocket, open_websocket
 
 # A hang is bounded by these; no test expects anything to be fast.
 SOON = 20.0
@@ -245,7 +241,7 @@ def waiting_in_wire(thread_id: int) -> bool:
     """Whether thread ``thread_id`` is blocked in ``wire``'s poll (a snapshot of its stack)."""
     frame = sys._current_frames().get(thread_id)
     while frame is not None:
-        if frame.f_code is wire._wait_one.__code__:
+        if frame.f_code is waiting.wait_one.__code__:
             return True
         frame = frame.f_back
     return False
@@ -302,7 +298,7 @@ def test_upgrade_without_subprotocol_sends_our_user_agent(ws_server, connect):
 
     ws = connect(ws_url(ws_server(echo, process_request=record), "/ws"))
     assert ws.subprotocol is None
-    assert seen["headers"].get_all("User-Agent") == [wire.USER_AGENT]
+    assert seen["headers"].get_all("User-Agent") == [handshake.USER_AGENT]
     assert "Sec-WebSocket-Protocol" not in seen["headers"]
 
 
@@ -853,16 +849,16 @@ def test_wait_reports_the_socket_with_something_to_read(ws_server, connect):
 
     url = ws_url(ws_server(answer_on_command), "/")
     quiet, talker = connect(url), connect(url)
-    assert wire.wait([quiet, talker], deadline_after(0.2)) is False
-    assert wire.readable([quiet, talker]) == []
+    assert waiting.wait([quiet, talker], deadline_after(0.2)) is False
+    assert waiting.readable([quiet, talker]) == []
     talker.send("speak", deadline_after(SOON))
-    assert wire.wait([quiet, talker], deadline_after(SOON)) is True
-    assert wait_until(lambda: wire.readable([quiet, talker]) == [talker])
+    assert waiting.wait([quiet, talker], deadline_after(SOON)) is True
+    assert wait_until(lambda: waiting.readable([quiet, talker]) == [talker])
     talker.read()
     assert list(talker.messages) == ["spoken"]
-    assert wire.wait([quiet, talker], None) is True  # a message waits: no blocking
+    assert waiting.wait([quiet, talker], None) is True  # a message waits: no blocking
     quiet.abort()
-    assert wire.wait([quiet], None) is True  # closed sockets count as ready
+    assert waiting.wait([quiet], None) is True  # closed sockets count as ready
 
 
 # ------------------------------------------------------------------------- proxies
@@ -999,7 +995,7 @@ def test_websocket_through_an_http_connect_proxy(ws_server, connect, proxy, prox
     assert len(tunnel.requests) == 1
     assert tunnel.requests[0][0] == f"CONNECT gym-target.invalid:{port} HTTP/1.1"
     assert tunnel.header(0, "Host") == f"gym-target.invalid:{port}"
-    assert tunnel.header(0, "User-Agent") == wire.USER_AGENT
+    assert tunnel.header(0, "User-Agent") == handshake.USER_AGENT
     assert tunnel.header(0, "Proxy-Authorization") is None
 
 
@@ -1050,17 +1046,17 @@ def test_loopback_hosts_skip_the_proxy(ws_server, connect, proxy, proxy_env):
 def test_no_proxy_is_honoured(proxy_env):
     proxy_env.setenv("http_proxy", "http://127.0.0.1:3128")
     proxy_env.setenv("no_proxy", "example.org,.internal")
-    assert wire._proxy_for("ws://example.org:80/ws") is None
-    assert wire._proxy_for("ws://env.internal/ws") is None
-    assert wire._proxy_for("ws://elsewhere.test/ws") == "http://127.0.0.1:3128"
-    assert wire._proxy_for("wss://elsewhere.test/ws") is None  # https_proxy unset
+    assert handshake._proxy_for("ws://example.org:80/ws") is None
+    assert handshake._proxy_for("ws://env.internal/ws") is None
+    assert handshake._proxy_for("ws://elsewhere.test/ws") == "http://127.0.0.1:3128"
+    assert handshake._proxy_for("wss://elsewhere.test/ws") is None  # https_proxy unset
 
 
 def test_tunnel_to_a_loopback_target(ws_server, proxy, proxy_env):
     # _tunnel itself, with a target on 127.0.0.1 (which open_websocket reaches directly)
     tunnel = proxy()
     port = port_of(ws_server(echo))
-    sock = wire._tunnel(tunnel.url, "127.0.0.1", port, deadline_after(5), "ws://x/")
+    sock = handshake._tunnel(tunnel.url, "127.0.0.1", port, deadline_after(5), "ws://x/")
     with sock:
         sock.sendall(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n")  # plain HTTP, through the tunnel
         sock.settimeout(5)
@@ -1157,7 +1153,7 @@ def test_spin_budget_from_the_environment(
     monkeypatch: pytest.MonkeyPatch, raw: str, cpus: int, expected: float
 ) -> None:
     monkeypatch.setattr(os, "sched_getaffinity", lambda pid: set(range(cpus)), raising=False)
-    assert wire._spin_budget({"OPENENV_GYM_SPIN_US": raw}) == pytest.approx(expected)
+    assert waiting._spin_budget(raw) == pytest.approx(expected)
 
 
 @pytest.mark.parametrize(("raw", "expected"), [("fast", 1e-3), ("-1", 0.0), ("nan", 0.0)])
@@ -1166,27 +1162,27 @@ def test_a_bad_spin_budget_is_logged_not_raised(
 ) -> None:
     monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {0, 1}, raising=False)
     with caplog.at_level("WARNING", logger="openenv_gym.transport"):
-        assert wire._spin_budget({"OPENENV_GYM_SPIN_US": raw}) == pytest.approx(expected)
+        assert waiting._spin_budget(raw) == pytest.approx(expected)
     assert "OPENENV_GYM_SPIN_US" in caplog.text
 
 
 def _spy_spins(monkeypatch: pytest.MonkeyPatch) -> list[float]:
     """Record every spin (its budget, s) that ``wait_readable`` starts."""
     spins: list[float] = []
-    real = wire._spin_readable
+    real = waiting._spin_readable
 
     def spy(sock: socket.socket, until: float) -> bool:
         spins.append(until - time.perf_counter())
         return real(sock, until)
 
-    monkeypatch.setattr(wire, "_spin_readable", spy)
+    monkeypatch.setattr(waiting, "_spin_readable", spy)
     return spins
 
 
 def test_a_quick_reply_is_awaited_by_spinning_and_still_arrives(
     ws_server, connect, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(wire, "SPIN_S", 0.005)
+    monkeypatch.setattr(waiting, "SPIN_S", 0.005)
     ws = connect(ws_url(ws_server(echo), "/ws"))
     spins = _spy_spins(monkeypatch)
     for k in range(20):
@@ -1204,7 +1200,7 @@ def test_waits_longer_than_the_budget_stop_spinning(
             await asyncio.sleep(0.03)
             await ws.send(message)
 
-    monkeypatch.setattr(wire, "SPIN_S", 0.002)
+    monkeypatch.setattr(waiting, "SPIN_S", 0.002)
     ws = connect(ws_url(ws_server(slow_echo), "/ws"))
     for k in range(4):  # each reply takes ~30 ms: the average climbs far above 2 ms
         ws.send(f"m{k}", deadline_after(SOON))
@@ -1216,7 +1212,7 @@ def test_waits_longer_than_the_budget_stop_spinning(
 
 
 def test_spinning_off_never_spins(ws_server, connect, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(wire, "SPIN_S", 0.0)
+    monkeypatch.setattr(waiting, "SPIN_S", 0.0)
     ws = connect(ws_url(ws_server(echo), "/ws"))
     spins = _spy_spins(monkeypatch)
     ws.send("m", deadline_after(SOON))
@@ -1229,7 +1225,7 @@ def test_a_spinning_wait_keeps_its_timeout(ws_server, connect, monkeypatch) -> N
         async for _ in ws:
             pass
 
-    monkeypatch.setattr(wire, "SPIN_S", 0.01)
+    monkeypatch.setattr(waiting, "SPIN_S", 0.01)
     ws = connect(ws_url(ws_server(silent), "/ws"))
     ws.send("anyone?", deadline_after(SOON))
     spins = _spy_spins(monkeypatch)
