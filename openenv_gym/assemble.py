@@ -52,6 +52,7 @@ from openenv_gym.spaces import (
 from openenv_gym.transport.session import open_session
 
 __all__ = [
+    "RENDER_MODES",
     "Assembly",
     "Connect",
     "Recipe",
@@ -66,6 +67,7 @@ __all__ = [
     "list_tools",
     "local_server",
     "marked_spec",
+    "render_modes",
     "serves_seeded",
 ]
 
@@ -212,26 +214,59 @@ def assemble(recipe: Recipe, connect: Connect[C] | None = None) -> Started | Ass
 # ------------------------------------------------------------------ checks (no I/O)
 
 
+RENDER_MODES = ("ansi", "rgb_array")
+"""The render modes of the single and the vector env (``rgb_array``: envs with a picture)."""
+
+
 def check_episode_args(
     max_episode_steps: int | None,
     render_mode: str | None,
     codec: Any = None,
     headers: Any = None,
+    env: str | None = None,
 ) -> None:
     """Validate the arguments the single and the vector env share.
 
+    ``render_mode="rgb_array"`` needs a picture: ``codec`` (or else the known codec of
+    ``env``) must have :attr:`~openenv_gym.spaces.Codec.render_rgb`.
+
     Raises:
-        ConfigurationError: ``max_episode_steps`` < 1, or a render mode other than ansi.
+        ConfigurationError: ``max_episode_steps`` < 1, an unknown render mode, or
+            ``rgb_array`` for an env without a picture.
         ArgumentTypeError: ``codec`` not a :class:`~openenv_gym.spaces.Codec`, ``headers``
             not a mapping.
     """
     check_count(max_episode_steps, "max_episode_steps")
-    if render_mode not in (None, "ansi"):
-        raise ConfigurationError(f"render_mode must be None or 'ansi', got {render_mode!r}")
+    if render_mode is not None and render_mode not in RENDER_MODES:
+        raise ConfigurationError(
+            f"render_mode must be None, 'ansi' or 'rgb_array', got {reprlib.repr(render_mode)}"
+        )
     if codec is not None and not isinstance(codec, Codec):
         raise ArgumentTypeError(f"codec must be a Codec or None, got {reprlib.repr(codec)}")
+    if render_mode == "rgb_array" and not _has_picture(codec, env):
+        with_picture = [name for name in known_envs() if codec_for(name).render_rgb is not None]
+        raise ConfigurationError(
+            f"render_mode='rgb_array' needs an env with a picture ({', '.join(with_picture)}; "
+            "or a codec with render_rgb); use 'ansi' for text"
+        )
     if headers is not None and not isinstance(headers, Mapping):
         raise ArgumentTypeError(f"headers must be a mapping or None, got {reprlib.repr(headers)}")
+
+
+def render_modes(codec: Codec) -> list[str]:
+    """The render modes of an env with this codec: ``ansi``, and ``rgb_array`` if it has a picture.
+
+    An env's ``metadata["render_modes"]`` once it is made.
+    """
+    return list(RENDER_MODES) if codec.render_rgb is not None else ["ansi"]
+
+
+def _has_picture(codec: Codec | None, env: str | None) -> bool:
+    if codec is not None:
+        return codec.render_rgb is not None
+    if env is None or env.lower() not in known_envs():
+        return False  # a codec made from a server's /schema has no picture
+    return codec_for(env.lower()).render_rgb is not None
 
 
 ON_SERVER_LOSS = ("raise", "restart")

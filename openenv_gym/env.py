@@ -28,6 +28,7 @@ from openenv_gym.assemble import (
     check_on_server_loss,
     headers_for_server,
     marked_spec,
+    render_modes,
 )
 from openenv_gym.config import OnServerLoss, ProtocolName, Timeouts
 from openenv_gym.exceptions import (
@@ -81,7 +82,9 @@ class OpenEnvEnv(gymnasium.Env[Any, Any]):
             ``"json"``.
         timeouts: :class:`~openenv_gym.config.Timeouts` or a mapping of its fields.
         max_episode_steps: Truncate episodes after this many steps (None: never).
-        render_mode: ``None`` or ``"ansi"``.
+        render_mode: ``None``, ``"ansi"`` (the observation as text) or ``"rgb_array"`` (a
+            picture, for envs that have one: Catch; what ``gymnasium.wrappers.RecordVideo``
+            records).
         codec: Your own spaces and conversions, for servers our codecs do not know.
         headers: Extra HTTP headers for the WebSocket upgrade and ``GET /schema``.
         token: The bearer token of a server we did not start, sent as ``Authorization:
@@ -107,7 +110,7 @@ class OpenEnvEnv(gymnasium.Env[Any, Any]):
             ``placement=``, ``num_cpus=``, ``runtime_env=``...; ``docs/scale-out.md``).
     """
 
-    metadata = {"render_modes": ["ansi"], "render_fps": 4}
+    metadata = {"render_modes": ["ansi", "rgb_array"], "render_fps": 4}
     _spec: EnvSpec | None = None
     _seeded = False
 
@@ -120,7 +123,7 @@ class OpenEnvEnv(gymnasium.Env[Any, Any]):
         protocol: ProtocolName | None = None,
         timeouts: Timeouts | Mapping[str, float | None] | None = None,
         max_episode_steps: int | None = None,
-        render_mode: Literal["ansi"] | None = None,
+        render_mode: Literal["ansi", "rgb_array"] | None = None,
         codec: Codec | None = None,
         headers: Mapping[str, str] | None = None,
         server: str | None = None,
@@ -131,7 +134,7 @@ class OpenEnvEnv(gymnasium.Env[Any, Any]):
         on_server_loss: OnServerLoss = "raise",
         **provider_options: Any,
     ) -> None:
-        check_episode_args(max_episode_steps, render_mode, codec, headers)
+        check_episode_args(max_episode_steps, render_mode, codec, headers, env=env)
         self._on_server_loss = check_on_server_loss(on_server_loss)
         self.render_mode = render_mode
         self.max_episode_steps = max_episode_steps
@@ -161,6 +164,7 @@ class OpenEnvEnv(gymnasium.Env[Any, Any]):
         self._headers = parts.headers[0]
         self._session = parts.connection
         self.codec = parts.codec
+        self.metadata = {**self.metadata, "render_modes": render_modes(parts.codec)}
         self.observation_space = parts.codec.observation_space
         self.action_space = parts.codec.action_space
         self.base_url = parts.urls[0]
@@ -317,12 +321,19 @@ class OpenEnvEnv(gymnasium.Env[Any, Any]):
         """The server-side state (``episode_id``, ``step_count``, env fields)."""
         return self.session.state()
 
-    def render(self) -> str | None:
-        """``render_mode="ansi"``: the current observation as text."""
-        if self.render_mode != "ansi" or self._last is None:
+    def render(self) -> Any:
+        """The current observation as text or as a picture.
+
+        ``render_mode="ansi"``: a ``str``; ``"rgb_array"``: an RGB picture, ``uint8`` height
+        x width x 3. None before the first reset, or without a render mode.
+        """
+        if self._last is None or self.render_mode is None:
             return None
         last = self._last
-        return self.codec.render(wire_observation(self.codec, last.observation, last.metadata))
+        wire = wire_observation(self.codec, last.observation, last.metadata)
+        if self.render_mode == "rgb_array" and self.codec.render_rgb is not None:
+            return self.codec.render_rgb(wire)
+        return self.codec.render(wire)
 
     def close(self) -> None:
         """Close the session and stop a local server. Idempotent."""

@@ -52,6 +52,7 @@ from openenv_gym.assemble import (
     check_on_server_loss,
     headers_for_server,
     marked_spec,
+    render_modes,
 )
 from openenv_gym.config import (
     AutoresetModeName,
@@ -175,7 +176,8 @@ class OpenEnvVectorEnv(VectorEnv[Any, Any, Any]):
             the server computes the next ones, but each frame costs a round of fixed work
             on both sides; measured on 2 cores, one frame per server was fastest for Echo
             at every N and within 10 % for Wordle (``benchmarks/README.md``).
-        render_mode: ``None`` or ``"ansi"``.
+        render_mode: ``None``, ``"ansi"`` or ``"rgb_array"`` (envs with a picture: Catch);
+            ``render()`` gives one frame per sub-env.
         codec: Your own spaces and conversions.
         headers: Extra HTTP headers for the WebSocket upgrades and ``GET /schema``.
         token: The bearer token of servers we did not start (one, or one per
@@ -222,7 +224,7 @@ class OpenEnvVectorEnv(VectorEnv[Any, Any, Any]):
         autoreset_mode: AutoresetMode | AutoresetModeName = AutoresetMode.NEXT_STEP,
         batch_size: int | None = None,
         frame_size: int | None = None,
-        render_mode: Literal["ansi"] | None = None,
+        render_mode: Literal["ansi", "rgb_array"] | None = None,
         codec: Codec | None = None,
         headers: Mapping[str, str] | None = None,
         server: str | None = None,
@@ -242,11 +244,15 @@ class OpenEnvVectorEnv(VectorEnv[Any, Any, Any]):
             ("frame_size", frame_size),
         ):
             check_count(count, arg)
-        check_episode_args(max_episode_steps, render_mode, codec, headers)
+        check_episode_args(max_episode_steps, render_mode, codec, headers, env=env)
         self._on_server_loss = check_on_server_loss(on_server_loss)
         mode = parse_autoreset_mode(autoreset_mode)
         self.num_envs = num_envs
-        self.metadata = {"render_modes": ["ansi"], "render_fps": 4, "autoreset_mode": mode}
+        self.metadata = {
+            "render_modes": ["ansi", "rgb_array"],
+            "render_fps": 4,
+            "autoreset_mode": mode,
+        }
         self.render_mode = render_mode
         self.autoreset_mode = mode
         self.max_episode_steps = max_episode_steps
@@ -288,6 +294,7 @@ class OpenEnvVectorEnv(VectorEnv[Any, Any, Any]):
         shards, chosen = parts.connection, parts.codec
         self._dispatcher = Dispatcher(shards)
         self.codec = chosen
+        self.metadata["render_modes"] = render_modes(chosen)
         self.single_observation_space = chosen.observation_space
         self.single_action_space = chosen.action_space
         self.observation_space = batch_space(self.single_observation_space, num_envs)
@@ -1239,7 +1246,10 @@ class OpenEnvVectorEnv(VectorEnv[Any, Any, Any]):
         self.max_episode_steps = values
 
     def _render_all(self) -> tuple[Any, ...]:
-        frames: list[str | None] = []
+        picture = self.render_mode == "rgb_array" and self.codec.render_rgb is not None
+        draw = self.codec.render_rgb if picture else self.codec.render
+        assert draw is not None
+        frames: list[Any] = []
         for i in range(self.num_envs):
             outcome = self._last[i]
             at = int(self._last_at[i])
@@ -1247,7 +1257,7 @@ class OpenEnvVectorEnv(VectorEnv[Any, Any, Any]):
             if obs is None:
                 frames.append(None)
                 continue
-            frames.append(self.codec.render(wire_observation(self.codec, obs, outcome.meta(at))))
+            frames.append(draw(wire_observation(self.codec, obs, outcome.meta(at))))
         return tuple(frames)
 
     def __enter__(self) -> OpenEnvVectorEnv:
@@ -1258,8 +1268,11 @@ class OpenEnvVectorEnv(VectorEnv[Any, Any, Any]):
         self.close()
 
     def render(self) -> tuple[Any, ...] | None:
-        """``render_mode="ansi"``: one text per sub-env."""
-        if self.render_mode != "ansi":
+        """One frame per sub-env (None without a render mode).
+
+        A text with ``render_mode="ansi"``, an RGB picture with ``"rgb_array"``.
+        """
+        if self.render_mode is None:
             return None
         return self._render_all()
 

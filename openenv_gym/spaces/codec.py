@@ -147,6 +147,8 @@ class Codec:
             the observation; the batched protocol sends it apart).
         schema: The ``GET /schema`` body the codec was built from
             (:func:`~openenv_gym.spaces.codec_from_schema`), None for a hand-made one.
+        render_rgb: Wire observation fields -> an RGB picture (``uint8``, height x width
+            x 3) for ``render_mode="rgb_array"``; None when the env has no picture.
     """
 
     name: str
@@ -165,6 +167,7 @@ class Codec:
     tool_actions: ToolActions | None = None
     reads_metadata: bool = False
     schema: Mapping[str, Any] | None = field(default=None, repr=False, compare=False)
+    render_rgb: Callable[[Mapping[str, Any]], np.ndarray[Any, Any]] | None = None
 
     def __post_init__(self) -> None:
         if self.primary is not None and self.primary not in self.observed:

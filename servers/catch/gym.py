@@ -1,7 +1,8 @@
 """Catch for openenv-gym's client side: its codec and its text interface.
 
-The codec of ``openenv/Catch-v0`` (a ``Box`` board of 50 cells, ``Discrete(3)`` moves)
-and the ``move(direction)`` tool. :data:`~openenv_gym_servers.catch.RECORD` names both.
+The codec of ``openenv/Catch-v0`` (a ``Box`` board of 50 cells, ``Discrete(3)`` moves,
+rendered as text or as a picture) and the ``move(direction)`` tool.
+:data:`~openenv_gym_servers.catch.RECORD` names both.
 """
 
 from __future__ import annotations
@@ -20,10 +21,12 @@ if TYPE_CHECKING:
     from openenv_gym.integrations.text import TextInterface
 
 __all__ = [
+    "CATCH_CELL",
     "CATCH_COLUMNS",
     "CATCH_DIRECTIONS",
     "CATCH_ROWS",
     "catch_grid",
+    "catch_image",
     "codec",
     "text_interface",
 ]
@@ -70,6 +73,40 @@ def _catch_render(obs: Mapping[str, Any]) -> str:
     return catch_grid(_catch_obs(obs))
 
 
+CATCH_CELL = 16
+"""Pixels per side of a board cell in :func:`catch_image` (the picture is 160 x 80)."""
+
+_BACKGROUND = np.array([24, 24, 32], dtype=np.uint8)
+_BALL = np.array([250, 170, 40], dtype=np.uint8)
+_PADDLE = np.array([80, 160, 250], dtype=np.uint8)
+
+
+def catch_image(board: Any, cell: int = CATCH_CELL) -> np.ndarray[Any, np.dtype[np.uint8]]:
+    """A Catch board (50 values, top row first) as an RGB picture.
+
+    ``uint8`` of shape ``(10 * cell, 5 * cell, 3)``: the ball orange, the paddle (bottom
+    row) blue, on a dark background.
+
+    >>> board = [0.0] * 50
+    >>> board[2] = board[47] = 1.0  # the ball in row 0, the paddle under it
+    >>> image = catch_image(board)
+    >>> image.shape, image.dtype.name
+    ((160, 80, 3), 'uint8')
+    >>> image[0, 2 * 16].tolist(), image[-1, 2 * 16].tolist(), image[0, 0].tolist()
+    ([250, 170, 40], [80, 160, 250], [24, 24, 32])
+    """
+    grid = np.asarray(board).reshape(CATCH_ROWS, CATCH_COLUMNS) != 0
+    cells = np.empty((CATCH_ROWS, CATCH_COLUMNS, 3), dtype=np.uint8)
+    cells[:] = _BACKGROUND
+    cells[grid] = _BALL
+    cells[-1][grid[-1]] = _PADDLE  # the bottom row holds the paddle (and a caught ball)
+    return np.repeat(np.repeat(cells, cell, axis=0), cell, axis=1)
+
+
+def _catch_picture(obs: Mapping[str, Any]) -> np.ndarray[Any, np.dtype[np.uint8]]:
+    return catch_image(_catch_obs(obs))
+
+
 def codec() -> Codec:
     """The codec of ``openenv/Catch-v0``: the board (``info_state``) and the move."""
     return Codec(
@@ -82,6 +119,7 @@ def codec() -> Codec:
         primary="info_state",
         decode_columns=_catch_columns,
         encode_actions=_catch_actions,
+        render_rgb=_catch_picture,
     )
 
 
