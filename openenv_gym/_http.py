@@ -1,6 +1,7 @@
 """Plain HTTP GET of JSON (``/health``, ``/schema``, ``/metadata``), blocking, stdlib only.
 
-Also how a bearer token becomes a header (:func:`with_token`), for these GETs and for the
+Also how a bearer token becomes a header (:func:`with_token`), and what of a request's
+headers survives a redirect (:func:`redirect_headers`), for these GETs and for the
 WebSocket upgrades alike.
 """
 
@@ -8,14 +9,18 @@ from __future__ import annotations
 
 import json
 import urllib.error
+import urllib.parse
 import urllib.request
 from collections.abc import Mapping
-from typing import Any
+from typing import IO, Any
 
 from openenv_gym.config import resolve_token
 from openenv_gym.exceptions import AuthenticationError, ConnectError, RemoteProtocolError
 
-__all__ = ["get_json", "http_base", "with_token"]
+__all__ = ["get_json", "http_base", "origin", "redirect_headers", "with_token"]
+
+_SCHEMES = {"http": "http", "https": "https", "ws": "http", "wss": "https"}
+_DEFAULT_PORTS = {"http": 80, "https": 443}
 
 
 def with_token(
@@ -42,6 +47,51 @@ def with_token(
         del given[name]
     given["Authorization"] = f"Bearer {token}"
     return given
+
+
+def origin(url: str) -> tuple[str, str, int]:
+    """The origin of ``url`` (RFC 6454): scheme, host and port; ``ws(s)`` count as ``http(s)``.
+
+    >>> origin("ws://Example.org/ws") == origin("http://example.org:80/schema")
+    True
+    >>> origin("https://example.org") == origin("http://example.org")
+    False
+
+    Raises:
+        ValueError: Not an ``http(s)://`` or ``ws(s)://`` URL, or a bad port.
+    """
+    parts = urllib.parse.urlsplit(url)
+    scheme = _SCHEMES.get(parts.scheme.lower())
+    if scheme is None:
+        raise ValueError(f"not an http(s):// or ws(s):// URL: {url!r}")
+    return scheme, (parts.hostname or "").lower(), parts.port or _DEFAULT_PORTS[scheme]
+
+
+def redirect_headers(
+    headers: Mapping[str, str] | None, old_url: str, new_url: str
+) -> Mapping[str, str] | None:
+    """What of ``headers`` goes on to ``new_url`` when ``old_url`` redirects there.
+
+    All of them within one origin (scheme, host, port); none to another origin: the
+    headers a caller gives (the bearer token, ``headers=``, whatever carries credentials)
+    are meant for the server it named, so they never follow a redirect elsewhere, as
+    well-kept HTTP clients drop ``Authorization``.
+
+    >>> redirect_headers({"Authorization": "Bearer s3cret"}, "ws://a:1/ws", "ws://a:1/v2/ws")
+    {'Authorization': 'Bearer s3cret'}
+    >>> redirect_headers({"Authorization": "Bearer s3cret"}, "ws://a:1/ws", "ws://a:2/ws")
+
+    Raises:
+        ConnectError: ``new_url`` is not http(s) or ws(s), or the redirect leaves TLS
+            (``https`` / ``wss`` to plain ``http`` / ``ws``).
+    """
+    try:
+        old, new = origin(old_url), origin(new_url)
+    except ValueError as exc:
+        raise ConnectError(f"{old_url} redirected to {new_url}: refused ({exc})") from None
+    if old[0] == "https" and new[0] != "https":
+        raise ConnectError(f"{old_url} redirected to {new_url}: refused (it leaves TLS)")
+    return headers if old == new else None
 
 
 def http_base(url: str) -> str:
@@ -71,18 +121,74 @@ def get_json(
     """
     request = urllib.request.Request(url, headers={**(headers or {}), "Accept": "application/json"})
     try:
-        with urllib.request.urlopen(request, timeout=timeout) as response:
+        with _OPENER.open(request, timeout=timeout) as response:
             status, raw = response.status, response.read()
     except urllib.error.HTTPError as exc:
         if exc.code == 401:
             raise AuthenticationError(
                 f"GET {url} answered 401: missing or wrong token (pass token= or set "
-                "OPENENV_GYM_TOKEN)"
+                f"OPENENV_GYM_TOKEN){_after_redirect(url, exc.url)}"
             ) from None
         return exc.code, None
+    except _RedirectRefused as exc:
+        raise exc.error from None
     except (urllib.error.URLError, OSError, ValueError) as exc:
         raise ConnectError(f"GET {url} failed: {exc}") from exc
     try:
         return status, json.loads(raw)
     except ValueError as exc:
         raise RemoteProtocolError(f"GET {url}: body is not JSON") from exc
+
+
+def _after_redirect(url: str, final: str | None) -> str:
+    """Why a 401 may come from another server than ``url``: it redirected elsewhere."""
+    if final is None or final == url:
+        return ""
+    try:
+        same = origin(url) == origin(final)
+    except ValueError:
+        same = False
+    if same:
+        return ""
+    return (
+        f"; it redirected to {final}, another origin, where the token and headers are never "
+        "sent: use that URL as base_url, with its token"
+    )
+
+
+class _RedirectRefused(urllib.error.URLError):
+    """A redirect :func:`redirect_headers` refuses, carried through urllib to :func:`get_json`."""
+
+    def __init__(self, error: ConnectError) -> None:
+        super().__init__(str(error))
+        self.error = error
+
+
+class _Redirects(urllib.request.HTTPRedirectHandler):
+    """urllib's redirects (301, 302, 303, 307, 308), headers as :func:`redirect_headers` says."""
+
+    def redirect_request(
+        self,
+        req: urllib.request.Request,
+        fp: IO[bytes],
+        code: int,
+        msg: str,
+        headers: Any,
+        newurl: str,
+    ) -> urllib.request.Request | None:
+        try:
+            kept = redirect_headers(req.headers, req.full_url, newurl)
+        except ConnectError as exc:
+            raise _RedirectRefused(exc) from None
+        follow = super().redirect_request(req, fp, code, msg, headers, newurl)
+        if follow is None or kept is not None:
+            return follow
+        return urllib.request.Request(
+            follow.full_url,
+            headers={"Accept": "application/json"},
+            origin_req_host=req.origin_req_host,
+            unverifiable=True,
+        )
+
+
+_OPENER = urllib.request.build_opener(_Redirects)

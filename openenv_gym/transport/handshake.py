@@ -26,6 +26,7 @@ from websockets.http11 import Response
 from websockets.typing import Subprotocol
 from websockets.uri import parse_uri
 
+from openenv_gym._http import origin, redirect_headers
 from openenv_gym._version import __version__
 from openenv_gym.exceptions import AuthenticationError, ConnectError
 from openenv_gym.transport.waiting import remaining
@@ -96,20 +97,24 @@ def upgrade(
 ) -> Upgraded:
     """Connect to ``url`` (``ws://`` or ``wss://``) and complete the upgrade by ``deadline``.
 
-    Follows up to three redirects. For a non-loopback host, the proxy from the usual
-    environment variables (``https_proxy``, ``http_proxy``, ``no_proxy``) is used when it
-    is an HTTP proxy.
+    Follows up to three redirects; ``headers`` (the token among them) go with a redirect
+    within the origin only, never to another scheme, host or port
+    (:func:`~openenv_gym._http.redirect_headers`). For a non-loopback host, the proxy from
+    the usual environment variables (``https_proxy``, ``http_proxy``, ``no_proxy``) is
+    used when it is an HTTP proxy.
 
     Raises:
         HandshakeRefused: The server answered with an HTTP status (e.g. 403, 404).
         AuthenticationError: That status was 401.
-        ConnectError: Unreachable, TLS failure, a bad URL, a malformed handshake, or
-            nothing by ``deadline``.
+        ConnectError: Unreachable, TLS failure, a bad URL, a malformed handshake, a
+            redirect that leaves TLS or HTTP, or nothing by ``deadline``.
     """
+    named = url
     for _ in range(_MAX_REDIRECTS + 1):
         try:
-            return _open_once(url, subprotocols, headers, deadline, max_size)
+            return _open_once(url, subprotocols, headers, deadline, max_size, named)
         except _Redirect as redirect:
+            headers = redirect_headers(headers, url, redirect.location)
             url = redirect.location
     raise ConnectError(f"too many redirects opening {url}")
 
@@ -126,6 +131,7 @@ def _open_once(
     headers: Mapping[str, str] | None,
     deadline: float | None,
     max_size: int,
+    named: str,
 ) -> Upgraded:
     try:
         wsuri = parse_uri(url)
@@ -164,7 +170,7 @@ def _open_once(
         if status == 401:
             raise AuthenticationError(
                 f"{url}: the server refused the WebSocket upgrade (HTTP 401: missing or wrong "
-                "token; pass token= or set OPENENV_GYM_TOKEN)"
+                f"token; pass token= or set OPENENV_GYM_TOKEN){_redirected(named, url)}"
             ) from problem
         if isinstance(problem, InvalidStatus) or (status and status != 101):
             raise HandshakeRefused(
@@ -172,6 +178,16 @@ def _open_once(
             ) from problem
         raise ConnectError(f"cannot connect to {url}: {problem}") from problem
     return Upgraded(sock, protocol, url, leftover, more)
+
+
+def _redirected(named: str, url: str) -> str:
+    """Why a 401 came from ``url``: ``named`` redirected to another origin (no token sent)."""
+    if origin(named) == origin(url):
+        return ""
+    return (
+        f"; {named} redirected there, another origin, where the token and headers are "
+        "never sent: use that URL as base_url, with its token"
+    )
 
 
 def _connect_socket(
