@@ -1,4 +1,4 @@
-"""Plain HTTP GET of JSON (``/health``, ``/schema``, ``/metadata``), blocking, stdlib only.
+"""Plain HTTP GET and POST of JSON (``/health``, ``/schema``, ``/mcp``), blocking, stdlib only.
 
 Also how a bearer token becomes a header (:func:`with_token`), and what of a request's
 headers survives a redirect (:func:`redirect_headers`), for these GETs and for the
@@ -17,7 +17,7 @@ from typing import IO, Any
 from openenv_gym.config import resolve_token
 from openenv_gym.exceptions import AuthenticationError, ConnectError, RemoteProtocolError
 
-__all__ = ["get_json", "http_base", "origin", "redirect_headers", "with_token"]
+__all__ = ["get_json", "http_base", "origin", "post_json", "redirect_headers", "with_token"]
 
 _SCHEMES = {"http": "http", "https": "https", "ws": "http", "wss": "https"}
 _DEFAULT_PORTS = {"http": 80, "https": 443}
@@ -119,25 +119,51 @@ def get_json(
         ConnectError: The server could not be reached.
         RemoteProtocolError: A 2xx reply whose body is not JSON.
     """
-    request = urllib.request.Request(url, headers={**(headers or {}), "Accept": "application/json"})
+    return _request("GET", url, None, timeout, headers)
+
+
+def post_json(
+    url: str, payload: Any, timeout: float | None, *, headers: Mapping[str, str] | None = None
+) -> tuple[int, Any]:
+    """POST ``payload`` as JSON to ``url`` (``POST /mcp``); as :func:`get_json` otherwise.
+
+    Raises:
+        AuthenticationError: 401: the token is missing or wrong.
+        ConnectError: The server could not be reached.
+        RemoteProtocolError: A 2xx reply whose body is not JSON.
+    """
+    return _request("POST", url, json.dumps(payload).encode(), timeout, headers)
+
+
+def _request(
+    method: str,
+    url: str,
+    body: bytes | None,
+    timeout: float | None,
+    headers: Mapping[str, str] | None,
+) -> tuple[int, Any]:
+    sent = {**(headers or {}), "Accept": "application/json"}
+    if body is not None:
+        sent["Content-Type"] = "application/json"
+    request = urllib.request.Request(url, data=body, headers=sent, method=method)
     try:
         with _OPENER.open(request, timeout=timeout) as response:
             status, raw = response.status, response.read()
     except urllib.error.HTTPError as exc:
         if exc.code == 401:
             raise AuthenticationError(
-                f"GET {url} answered 401: missing or wrong token (pass token= or set "
+                f"{method} {url} answered 401: missing or wrong token (pass token= or set "
                 f"OPENENV_GYM_TOKEN){_after_redirect(url, exc.url)}"
             ) from None
         return exc.code, None
     except _RedirectRefused as exc:
         raise exc.error from None
     except (urllib.error.URLError, OSError, ValueError) as exc:
-        raise ConnectError(f"GET {url} failed: {exc}") from exc
+        raise ConnectError(f"{method} {url} failed: {exc}") from exc
     try:
         return status, json.loads(raw)
     except ValueError as exc:
-        raise RemoteProtocolError(f"GET {url}: body is not JSON") from exc
+        raise RemoteProtocolError(f"{method} {url}: body is not JSON") from exc
 
 
 def _after_redirect(url: str, final: str | None) -> str:

@@ -28,11 +28,12 @@ from typing import Any, Generic, TypeVar, cast, overload
 
 from gymnasium.envs.registration import EnvSpec
 
-from openenv_gym._http import get_json, http_base, with_token
+from openenv_gym._http import get_json, http_base, post_json, with_token
 from openenv_gym.config import OnServerLoss, Timeouts, check_count
 from openenv_gym.exceptions import (
     ArgumentTypeError,
     ConfigurationError,
+    ConnectError,
     RemoteProtocolError,
     ServerError,
 )
@@ -180,7 +181,8 @@ def assemble(recipe: Recipe, connect: Connect[C] | None = None) -> Started | Ass
         recipe.observation_fields,
         tool=recipe.tool,
     )
-    name = local_server(codec, recipe.server, recipe.provider, recipe.base_url)
+    hosts_app = any(key in recipe.provider_options for key in ("app", "app_dir"))
+    name = local_server(codec, recipe.server, recipe.provider, recipe.base_url, app=hosts_app)
     seeded = serves_seeded(name, recipe.provider, recipe.base_url)
     provider = make_provider(
         name, provider=recipe.provider, base_url=recipe.base_url, **recipe.provider_options
@@ -316,8 +318,13 @@ def local_server(
     server: str | None,
     provider: str | Provider | None,
     base_url: str | list[str] | None,
+    *,
+    app: bool = False,
 ) -> str:
     """The server the local provider would start (and check ``server=`` against the rest).
+
+    ``app``: the provider is given an OpenEnv app module to host (``app=`` / ``app_dir=``),
+    which is the server of a generic env.
 
     Raises:
         ConfigurationError: ``server=`` with ``base_url=`` or a non-local provider; or a
@@ -333,10 +340,10 @@ def local_server(
         return server
     if codec is not None:
         return codec.name
-    if base_url is None and local:
+    if base_url is None and local and not app:
         raise ConfigurationError(
-            "openenv/Generic-v0 needs a server: base_url='http://host:port' (one that runs) "
-            "or server='package.module:Class' (started locally)"
+            "openenv/Generic-v0 needs a server: base_url='http://host:port' (one that runs), "
+            "server='package.module:Class' or app='module:app' (started locally)"
         )
     return GENERIC
 
@@ -447,34 +454,64 @@ def list_tools(
     timeouts: Timeouts | None = None,
     headers: Mapping[str, str] | None = None,
 ) -> tuple[McpTool, ...]:
-    """The tools of an MCP environment server, from a ``ListToolsAction`` step.
+    """The tools of an MCP environment server, as OpenEnv's ``MCPToolClient`` lists them.
 
-    The step (``{"type": "list_tools"}``) goes over a JSON ``/ws`` session opened for it
-    and closed after: OpenEnv's ``MCPEnvironment`` answers it before any reset, and our
-    transport does not speak the ``{"type": "mcp"}`` JSON-RPC message, whose
-    ``tools/list`` gives the same list.
+    First a ``ListToolsAction`` step (``{"type": "list_tools"}``) over a JSON ``/ws``
+    session opened for it and closed after: OpenEnv's ``MCPEnvironment`` answers it before
+    any reset. A server whose action model is its own subclass of ``CallToolAction``
+    (upstream's finqa) validates every step as that model and refuses the step; its tools
+    are then read from MCP's ``tools/list`` on ``POST /mcp``, which every OpenEnv server
+    answers (and ours).
 
     Raises:
-        ConfigurationError: The server lists no tools (or refused the step).
+        ConfigurationError: The server lists no tools (or refused both ways).
         TransportError: The session failed.
     """
+    why: Any
     session = open_session(base_url, protocol="json", timeouts=timeouts, headers=headers)
     try:
         reply = session.step({"type": LIST_TOOLS})
     except ServerError as exc:
-        raise ConfigurationError(
-            f"{base_url} publishes CallToolAction as its action but refused to list its "
-            f"tools ({exc}); pass your own codec="
-        ) from exc
+        refused: ServerError | None = exc
+    else:
+        refused = None
     finally:
         session.close()
-    listed = reply.observation.get(TOOLS)
-    if not isinstance(listed, list) or not listed:
+    if refused is not None:
+        listed, why = _mcp_tools_list(base_url, timeouts, headers)
+        if listed is None:
+            raise ConfigurationError(
+                f"{base_url} publishes CallToolAction as its action but refused to list its "
+                f"tools (the list_tools step: {refused}; POST /mcp tools/list: {why}); pass "
+                "your own codec="
+            ) from refused
+    else:
+        listed = reply.observation.get(TOOLS)
         why = reply.metadata or reply.observation.get("metadata") or reply.observation
+    if not isinstance(listed, list) or not listed:
         raise ConfigurationError(
             f"{base_url} is an MCP tool server, and listing its tools gave none: {why!r:.300}"
         )
     return tuple(McpTool.from_listing(entry) for entry in listed)
+
+
+def _mcp_tools_list(
+    base_url: str, timeouts: Timeouts | None, headers: Mapping[str, str] | None
+) -> tuple[list[Any] | None, str]:
+    """MCP ``tools/list`` over ``POST /mcp``: the tool entries, or None and why not."""
+    url = f"{http_base(base_url)}/mcp"
+    request = {"jsonrpc": "2.0", "method": "tools/list", "params": {}, "id": 1}
+    timeout = timeouts.connect if timeouts is not None else 10.0
+    try:
+        status, body = post_json(url, request, timeout, headers=headers)
+    except (ConnectError, RemoteProtocolError) as exc:
+        return None, str(exc)
+    result = body.get("result") if isinstance(body, dict) else None
+    tools = result.get("tools") if isinstance(result, dict) else None
+    if status != 200 or not isinstance(tools, list):
+        error = body.get("error") if isinstance(body, dict) else None
+        return None, f"HTTP {status}" + (f", {error!r:.200}" if error else "")
+    return tools, "tools/list"
 
 
 def bind_schema(

@@ -26,6 +26,7 @@ from openenv_gym._version import __version__
 from openenv_gym.config import Timeouts, env_flag, parse_count, parse_seconds
 from openenv_gym.exceptions import ConfigurationError, OpenEnvGymError
 from openenv_gym.runtime.settings import ServerConfig, ServerMode, options
+from openenv_gym.runtime.workers import DEFAULT_MAX_WORKERS
 
 __all__ = ["main"]
 
@@ -50,6 +51,8 @@ examples:
   openenv-gym serve wordle --port 0                 a free port; the URL is printed
   openenv-gym serve echo --port 8000 --max-sessions 256
   openenv-gym serve --env mypkg.envs:MyEnv --port 8000
+  openenv-gym serve --app-dir envs/echo_env --port 8000      an OpenEnv env, unmodified
+  openenv-gym serve --app echo_env.server.app:app --port 8000
   OPENENV_GYM_TOKEN=secret openenv-gym serve catch --host 0.0.0.0 --port 8000""",
     "check": """\
 examples:
@@ -149,8 +152,34 @@ def _parser() -> argparse.ArgumentParser:
         description="Serve an environment over OpenEnv's /ws, our batched /batch and HTTP. "
         "Prints the server's URL on the first line of standard output.",
     )
-    serve.add_argument("name", nargs="?", help="wordle, echo, catch (or use --env)")
+    serve.add_argument("name", nargs="?", help="wordle, echo, catch (or use --env, --app)")
     serve.add_argument("--env", help="an environment class as package.module:ClassName")
+    serve.add_argument(
+        "--app",
+        metavar="MODULE:ATTR",
+        help="an OpenEnv app module, unmodified (e.g. echo_env.server.app:app): host the "
+        "environment its create_app was given",
+    )
+    serve.add_argument(
+        "--app-dir",
+        metavar="DIR",
+        help="an OpenEnv env directory: the app its openenv.yaml names (app: server.app:app), "
+        "imported from DIR as upstream's `cd DIR && uvicorn ...` does",
+    )
+    serve.add_argument(
+        "--concurrent",
+        action="store_true",
+        help="host every session in this process even if the class is not marked "
+        "SUPPORTS_CONCURRENT_SESSIONS (default: one worker process per session then)",
+    )
+    serve.add_argument(
+        "--max-workers",
+        type=_positive_int,
+        default=None,
+        metavar="N",
+        help="most worker processes (sessions) for a class not marked concurrent "
+        f"(default {DEFAULT_MAX_WORKERS})",
+    )
     serve.add_argument(
         "--host",
         default="127.0.0.1",
@@ -269,28 +298,41 @@ def _watch_stdin(loop: asyncio.AbstractEventLoop, stop: asyncio.Event) -> None:
     loop.call_soon_threadsafe(stop.set)
 
 
-async def _serve(args: argparse.Namespace) -> int:
-    from openenv_gym.runtime.app import EnvServer
-    from openenv_gym.runtime.loader import load_env
+def _serve_target(args: argparse.Namespace) -> dict[str, Any]:
+    """What ``serve`` hosts: ``{"env": spec}`` or ``{"app": AppTarget}`` (cwd entered)."""
+    from openenv_gym.runtime.apps import AppTarget
 
-    spec = args.env or args.name
-    if not spec:
-        raise OpenEnvGymError(
-            "name an environment (wordle, echo, catch) or pass --env module:Class"
+    named = [x for x in (args.name, args.env, args.app, args.app_dir) if x]
+    if len(named) != 1:
+        raise ConfigurationError(
+            "name an environment: a name (wordle, echo, catch), --env module:Class, "
+            "--app MODULE:ATTR or --app-dir DIR" + (f" (got {len(named)})" if named else "")
         )
+    if args.app or args.app_dir:
+        target = AppTarget.parse(args.app) if args.app else AppTarget.from_dir(args.app_dir)
+        target.enter()  # as upstream's `cd /app/env`: the app may read files relative to it
+        return {"app": target}
+    return {"env": args.env or args.name}
+
+
+async def _serve(args: argparse.Namespace) -> int:
+    from openenv_gym.runtime.serving import host
+
     config = _server_config(args)
-    env_cls = load_env(spec)
-    try:
-        server = EnvServer(env_cls, config, name=spec.rsplit(":", 1)[-1].lower())
-    except OpenEnvGymError:
-        raise
-    except Exception as exc:
-        raise OpenEnvGymError(f"cannot build environment {spec!r}: {exc!r}") from exc
+    target = _serve_target(args)
+    hosted = host(
+        config,
+        **target,
+        concurrent=args.concurrent,
+        max_workers=args.max_workers or DEFAULT_MAX_WORKERS,
+    )
+    server = hosted.server
     _raise_fd_limit(config.max_connections)  # the process is a server from here on
     _return_large_blocks()
     try:
         await server.start()
     except OSError as exc:
+        hosted.close_workers()
         raise OpenEnvGymError(f"cannot listen on {args.host}:{args.port}: {exc}") from exc
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
@@ -301,7 +343,7 @@ async def _serve(args: argparse.Namespace) -> int:
     sys.stdout.write(f"{server.url}\n")
     sys.stdout.flush()
     await stop.wait()
-    await server.aclose()
+    await hosted.aclose()
     return 0
 
 

@@ -6,7 +6,8 @@ once, at the transport or protocol boundary, with ``raise ... from exc``::
 
     OpenEnvGymError
     ├── ConfigurationError (ValueError)      bad argument, unknown env id, bad URL
-    │   └── ArgumentTypeError (TypeError)    an argument of the wrong type
+    │   ├── ArgumentTypeError (TypeError)    an argument of the wrong type
+    │   └── AppError                         an OpenEnv app module that cannot be hosted
     ├── UsageError (RuntimeError)            wrong call order, env already closed
     │   ├── EpisodeOverError                 an action after the episode ended (a TRL tool)
     │   ├── EnvClosedError                   a call on a closed env or vector env
@@ -67,6 +68,7 @@ import gymnasium.error
 
 __all__ = [
     "ActionBatchError",
+    "AppError",
     "ArgumentTypeError",
     "AuthenticationError",
     "CapacityError",
@@ -106,6 +108,10 @@ class OpenEnvGymError(Exception):
 
 class ConfigurationError(OpenEnvGymError, ValueError):
     """An argument, an environment variable or an env id is invalid."""
+
+
+class AppError(ConfigurationError):
+    """An OpenEnv app module (``--app``, ``--app-dir``) that cannot be imported or hosted."""
 
 
 class ArgumentTypeError(ConfigurationError, TypeError):

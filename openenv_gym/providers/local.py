@@ -46,7 +46,7 @@ from openenv_gym.exceptions import (
 )
 from openenv_gym.providers.base import Provider
 
-__all__ = ["LocalProvider", "LocalServer"]
+__all__ = ["LocalProvider", "LocalServer", "app_target"]
 
 logger = logging.getLogger("openenv_gym.providers")
 
@@ -141,6 +141,8 @@ class LocalServer:
         python: Interpreter to run (default: ``OPENENV_GYM_PYTHON`` or this one).
         extra_args: More ``serve`` options (e.g. ``["--max-sessions", "64"]``).
         token: The bearer token the server demands (None: none).
+        target: The ``serve`` arguments naming what to host instead of ``server``
+            (``["--app", "echo_env.server.app:app"]``).
     """
 
     def __init__(
@@ -150,8 +152,10 @@ class LocalServer:
         python: str | None = None,
         extra_args: list[str] | None = None,
         token: str | None = None,
+        target: list[str] | None = None,
     ) -> None:
         self.server = server
+        self.target = target
         self.python = python or env_str("OPENENV_GYM_PYTHON") or sys.executable
         self.extra_args = list(extra_args or [])
         self.token = token
@@ -167,7 +171,7 @@ class LocalServer:
 
     def launch(self) -> None:
         """Start the process (returns at once; :meth:`wait_ready` waits for it)."""
-        target = ["--env", self.server] if ":" in self.server else [self.server]
+        target = self.target or (["--env", self.server] if ":" in self.server else [self.server])
         command = [
             self.python, "-m", "openenv_gym", "serve", *target,
             "--host", "127.0.0.1", "--port", "0", "--exit-with-stdin", *self.extra_args,
@@ -322,6 +326,12 @@ class LocalProvider(Provider):
         extra_args: More ``openenv-gym serve`` options.
         token: The bearer token of every server (default: ``OPENENV_GYM_TOKEN``, else a
             fresh random one each); a client sends :meth:`token` of its server.
+        app: An OpenEnv app module to host, ``MODULE:ATTR`` (an env package installed
+            with ``pip install -e envs/echo_env``: ``echo_env.server.app:app``);
+            ``server`` is then only its name. ``docs/official-envs.md``.
+        app_dir: An OpenEnv env directory to host (``openenv.yaml``'s ``app:``).
+        concurrent: Host every session of the app in one process even when its class is
+            not marked ``SUPPORTS_CONCURRENT_SESSIONS`` (default: a worker process each).
     """
 
     def __init__(
@@ -333,9 +343,15 @@ class LocalProvider(Provider):
         python: str | None = None,
         extra_args: list[str] | None = None,
         token: str | None = None,
+        app: str | None = None,
+        app_dir: str | os.PathLike[str] | None = None,
+        concurrent: bool = False,
     ) -> None:
         if not isinstance(num_servers, int) or num_servers < 1:
             raise ConfigurationError(f"num_servers must be a positive integer, got {num_servers!r}")
+        self._target = app_target(app, app_dir)
+        if concurrent:
+            extra_args = [*(extra_args or []), "--concurrent"]
         self.server = server
         self.num_servers = num_servers
         self.start_timeout = (
@@ -354,7 +370,11 @@ class LocalProvider(Provider):
     def _new_server(self) -> LocalServer:
         token = self._token or secrets.token_urlsafe(32)
         return LocalServer(
-            self.server, python=self._python, extra_args=self._extra_args, token=token
+            self.server,
+            python=self._python,
+            extra_args=self._extra_args,
+            token=token,
+            target=self._target,
         )
 
     def start(self) -> list[str]:
@@ -404,6 +424,25 @@ class LocalProvider(Provider):
 
     def __repr__(self) -> str:
         return f"LocalProvider({self.server!r}, num_servers={self.num_servers}, urls={self._urls})"
+
+
+def app_target(app: str | None, app_dir: str | os.PathLike[str] | None) -> list[str] | None:
+    """The ``serve`` arguments of ``app=`` / ``app_dir=`` (None when neither is given).
+
+    Raises:
+        ConfigurationError: Both given, or one that is not a non-empty string (or path).
+    """
+    if app is not None and app_dir is not None:
+        raise ConfigurationError("app= and app_dir= exclude each other: give one")
+    if app is not None:
+        if not isinstance(app, str) or not app:
+            raise ConfigurationError(f"app must be MODULE:ATTR, got {app!r}")
+        return ["--app", app]
+    if app_dir is not None:
+        if not isinstance(app_dir, str | os.PathLike) or not os.fspath(app_dir):
+            raise ConfigurationError(f"app_dir must be a directory, got {app_dir!r}")
+        return ["--app-dir", os.path.abspath(app_dir)]
+    return None
 
 
 def _stop_all(servers: list[LocalServer]) -> None:

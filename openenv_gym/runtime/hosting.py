@@ -16,8 +16,8 @@ from collections.abc import Callable
 
 from openenv_gym.config import env_flag
 from openenv_gym.exceptions import OpenEnvGymError
-from openenv_gym.runtime.app import EnvServer
-from openenv_gym.runtime.loader import load_env
+from openenv_gym.runtime.apps import AppTarget
+from openenv_gym.runtime.serving import DEFAULT_MAX_WORKERS, host
 from openenv_gym.runtime.settings import ServerConfig
 
 __all__ = ["ServerThread"]
@@ -42,22 +42,33 @@ class ServerThread:
     """One :class:`~openenv_gym.runtime.app.EnvServer` serving on a daemon thread.
 
     Args:
-        spec: A built-in server name (``wordle``) or ``package.module:Class``.
+        spec: A built-in server name (``wordle``) or ``package.module:Class`` (None with
+            ``app``).
         config: Bind address, port, token and limits.
+        app: An OpenEnv app module to host instead (:mod:`openenv_gym.runtime.apps`).
+        concurrent: Host every session in this process, whatever the class says.
+        max_workers: Most worker processes for a class not marked concurrent
+            (:mod:`openenv_gym.runtime.serving`).
 
-    The environment class is loaded and built once in the constructor (so a bad ``spec``
-    fails there). Next: :meth:`start`, then :meth:`stop`.
+    The environment is loaded and built once in the constructor (so a bad ``spec``
+    fails there; worker processes, if any, start there too). Next: :meth:`start`, then
+    :meth:`stop`.
     """
 
-    def __init__(self, spec: str, config: ServerConfig) -> None:
-        env_cls = load_env(spec)
-        try:
-            self.server = EnvServer(env_cls, config, name=spec.rsplit(":", 1)[-1].lower())
-        except OpenEnvGymError:
-            raise
-        except Exception as exc:
-            raise OpenEnvGymError(f"cannot build environment {spec!r}: {exc!r}") from exc
-        self.spec = spec
+    def __init__(
+        self,
+        spec: str | None,
+        config: ServerConfig,
+        *,
+        app: AppTarget | None = None,
+        concurrent: bool = False,
+        max_workers: int = DEFAULT_MAX_WORKERS,
+    ) -> None:
+        self._hosted = host(
+            config, env=spec, app=app, concurrent=concurrent, max_workers=max_workers
+        )
+        self.server = self._hosted.server
+        self.spec = self._hosted.spec
         self._thread: threading.Thread | None = None
         self._bound = threading.Event()
         self._error: Exception | None = None
@@ -78,6 +89,7 @@ class ServerThread:
             raise OpenEnvGymError(f"{self.spec} server did not bind within {timeout} s")
         if self._error is not None:
             config = self.server.config
+            self._hosted.close_workers()
             raise OpenEnvGymError(
                 f"cannot listen on {config.host}:{config.port}: {self._error}"
             ) from self._error
@@ -101,7 +113,7 @@ class ServerThread:
         finally:
             self._bound.set()
         await stopped.wait()
-        await self.server.aclose()
+        await self._hosted.aclose()
 
     @property
     def url(self) -> str:
@@ -112,9 +124,11 @@ class ServerThread:
         """Close every connection and stop the thread. Idempotent."""
         thread = self._thread
         if thread is None or not thread.is_alive():
+            self._hosted.close_workers()
             return
         with contextlib.suppress(RuntimeError):  # the loop closed in the meantime
             self._stop()
         thread.join(timeout)
         if thread.is_alive():
             logger.warning("%s server did not stop within %s s", self.spec, timeout)
+        self._hosted.close_workers()

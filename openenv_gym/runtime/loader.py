@@ -22,7 +22,7 @@ from openenv_gym import envs
 from openenv_gym.exceptions import ConfigurationError
 from openenv_gym.runtime.environment import Observation, State
 
-__all__ = ["BUILTIN_SERVERS", "EnvModels", "load_env", "resolve_models"]
+__all__ = ["BUILTIN_SERVERS", "EnvModels", "load_env", "mcp_accepts", "resolve_models"]
 
 
 class _Servers(Mapping[str, str]):
@@ -157,28 +157,50 @@ def _mcp_models(env_factory: Callable[[], Any], models: EnvModels) -> EnvModels 
         return None
     package = base.__module__.rsplit(".", 1)[0]
     try:
-        types = importlib.import_module(package + ".mcp_types")
-        listing, calling = types.ListToolsAction, types.CallToolAction
-        called = types.CallToolObservation
-        plain = importlib.import_module(package + ".types").Action
+        accepts = mcp_accepts(package, models.action)
+        called = importlib.import_module(package + ".mcp_types").CallToolObservation
     except (ImportError, AttributeError):
         return None
-    own = models.action
-    if own not in (listing, calling, plain):
+    if accepts is None:
         return None  # an action model of its own: upstream validates it as it is
+    observation = models.observation
+    if not issubclass(observation, called):
+        observation = called
+    calling = importlib.import_module(package + ".mcp_types").CallToolAction
+    return EnvModels(calling, observation, models.state, accepts)
+
+
+def mcp_accepts(env_server: str, own: type[BaseModel]) -> Any:
+    """What actions are validated as when OpenEnv's server would route MCP actions.
+
+    OpenEnv's ``deserialize_action`` turns a ``{"type": "list_tools"}`` or
+    ``{"type": "call_tool", ...}`` action into ``ListToolsAction`` / ``CallToolAction``
+    when the server's action model ``own`` is ``Action`` or one of those two; anything
+    else is validated as ``own``. For any other ``own`` (a subclass of ``CallToolAction``
+    included) every action is validated as ``own``: None.
+
+    Args:
+        env_server: The package of OpenEnv's server models (``openenv.core.env_server``).
+        own: The action model the server was given.
+
+    Raises:
+        ImportError: ``env_server`` has no MCP models.
+        AttributeError: Likewise.
+    """
+    types = importlib.import_module(env_server + ".mcp_types")
+    listing, calling = types.ListToolsAction, types.CallToolAction
+    plain = importlib.import_module(env_server + ".types").Action
+    if own not in (listing, calling, plain):
+        return None
     mcp = {"list_tools": listing, "call_tool": calling}
 
     def kind(value: Any) -> str:
         tag = value.get("type") if isinstance(value, dict) else getattr(value, "type", None)
         return tag if tag in mcp else "own"
 
-    accepts = Annotated[
-        Annotated[listing, Tag("list_tools")]  # type: ignore[valid-type]
-        | Annotated[calling, Tag("call_tool")]  # type: ignore[valid-type]
-        | Annotated[own, Tag("own")],  # type: ignore[valid-type]
+    return Annotated[
+        Annotated[listing, Tag("list_tools")]
+        | Annotated[calling, Tag("call_tool")]
+        | Annotated[own, Tag("own")],
         Discriminator(kind),
     ]
-    observation = models.observation
-    if not issubclass(observation, called):
-        observation = called
-    return EnvModels(calling, observation, models.state, accepts)
