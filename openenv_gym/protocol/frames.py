@@ -1,8 +1,8 @@
 """WebSocket frame heads (RFC 6455 5.2): the arithmetic both sides' fast paths share.
 
 Sans-I/O and free of websockets: the client (``transport/wire.py``) and the server
-(``server/http.py``) write and parse whole plain frames themselves on their hot paths and
-leave everything else to websockets' parser; this module is only where a frame head is
+(``runtime/websocket.py``) write and parse whole plain frames themselves on their hot paths
+and leave everything else to websockets' parser; this module is only where a frame head is
 built and read, so the two cannot drift apart.
 
 >>> frame_head(0x2, 5).hex()
@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import struct
 
-__all__ = ["frame_head", "parse_head"]
+__all__ = ["frame_head", "frame_header", "parse_head", "small_frames", "whole_data_frame"]
 
 
 def frame_head(opcode: int, length: int, *, masked: bool = False) -> bytes:
@@ -58,3 +58,65 @@ def parse_head(data: bytes | memoryview, pos: int) -> tuple[int, int, int] | Non
     elif length == 127:
         length = int.from_bytes(data[pos + 2 : pos + 10], "big")
     return data[pos], length, size
+
+
+def frame_header(data: bytes | memoryview, pos: int) -> tuple[int, int, int, bytes] | None:
+    """The frame at ``pos``: (first byte, payload length, head length, mask); None if cut.
+
+    The mask is ``b""`` for an unmasked frame.
+
+    >>> frame_header(frame_head(0x2, 3, masked=True) + b"mask" + b"abc", 0)
+    (130, 3, 6, b'mask')
+    """
+    head = parse_head(data, pos)
+    if head is None:
+        return None
+    first, length, size = head
+    mask = bytes(data[pos + size - 4 : pos + size]) if data[pos + 1] & 0x80 else b""
+    return first, length, size, mask
+
+
+_WHOLE_DATA = (0x81, 0x82)  # final text, final binary, no extension bits
+
+
+def whole_data_frame(data: bytes) -> int:
+    """Where the payload starts if ``data`` is exactly one masked data frame, else 0.
+
+    The frame: final, text or binary, no extension bits, masked, at most 65,535 bytes of
+    payload (a client's usual request).
+
+    >>> whole_data_frame(frame_head(0x2, 3, masked=True) + b"mask" + b"abc")
+    6
+    """
+    if len(data) < 6 or data[0] not in _WHOLE_DATA or not data[1] & 0x80:
+        return 0
+    head = parse_head(data, 0)
+    if head is None:
+        return 0
+    _, length, size = head
+    return size if size <= 8 and size + length == len(data) else 0
+
+
+def small_frames(data: bytes, fragmented: bool) -> bool | None:
+    """Whether a fragmented message is under way after ``data`` (``fragmented``: before it).
+
+    None unless ``data`` is whole masked frames of at most 65,535 bytes of payload each.
+
+    >>> small_frames(frame_head(0x1, 0, masked=True) + b"mask", False)
+    False
+    """
+    pos, end = 0, len(data)
+    while pos < end:
+        head = parse_head(data, pos)
+        if head is None or not data[pos + 1] & 0x80:
+            return None
+        first, length, size = head
+        if size > 8:  # a 64-bit length
+            return None
+        pos += size + length
+        opcode = first & 0x0F
+        if opcode in (0x1, 0x2):  # text, binary: a fragmented message opens unless final
+            fragmented = not first & 0x80
+        elif opcode == 0x0 and first & 0x80:  # a final continuation frame
+            fragmented = False
+    return fragmented if pos == end else None

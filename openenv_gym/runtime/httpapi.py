@@ -49,7 +49,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model
 from openenv_gym._version import __version__
 from openenv_gym.runtime.environment import EnvironmentMetadata
 from openenv_gym.runtime.errors import describe, validation_errors, wire_safe
-from openenv_gym.runtime.http import HttpRequest, HttpResponse, json_response
+from openenv_gym.runtime.interfaces import HttpRequest, HttpResponse, json_response
 from openenv_gym.runtime.loader import EnvModels
 from openenv_gym.runtime.mcp import Attachment, JsonRpcRequest, JsonRpcResponse, McpEndpoint
 from openenv_gym.runtime.openapi import Operation, openapi_document

@@ -29,7 +29,7 @@ from openenv_gym.config import env_count, env_float, env_str, resolve_token
 from openenv_gym.exceptions import ConfigurationError
 
 if TYPE_CHECKING:
-    from openenv_gym.runtime.http import Limits
+    from openenv_gym.runtime.interfaces import Limits
 
 __all__ = ["SERVER_NAME", "Option", "ServerConfig", "ServerMode", "is_loopback", "options"]
 
@@ -226,7 +226,7 @@ class ServerConfig:
 
     def limits(self) -> Limits:
         """The connection layer's limits."""
-        from openenv_gym.runtime.http import Limits
+        from openenv_gym.runtime.interfaces import Limits
 
         return Limits(
             max_connections=self.max_connections,

@@ -11,7 +11,6 @@ import numpy as np
 import pytest
 
 from openenv_gym.exceptions import LocalProtocolError, RemoteProtocolError
-from openenv_gym.protocol import batch as batch_protocol
 from openenv_gym.protocol.arrays import pack_ndarray
 from openenv_gym.protocol.batch import (
     DEFAULT_MAX_FRAME,
@@ -34,6 +33,7 @@ from openenv_gym.protocol.batch import (
     decode_frame,
     encode_frame,
 )
+from openenv_gym.protocol.batch import server as batch_server
 from openenv_gym.protocol.openenv import ErrorReceived
 
 
@@ -1064,7 +1064,7 @@ def test_server_headers_left_to_the_full_decode(
     """3.6.2: what the header scan cannot decide gets the reply the full decode gives."""
     server, expected = _limited_server(), _limited_server()
     server.receive_data(frame)
-    monkeypatch.setattr(batch_protocol, "_PRESCAN", 2**40)  # no header scan
+    monkeypatch.setattr(batch_server, "_PRESCAN", 2**40)  # no header scan
     expected.receive_data(frame)
     assert server.events_received() == expected.events_received()
     assert server.data_to_send() == expected.data_to_send()

@@ -10,7 +10,13 @@ from hypothesis import given
 from hypothesis import strategies as st
 from websockets.frames import Frame, Opcode
 
-from openenv_gym.protocol.frames import frame_head, parse_head
+from openenv_gym.protocol.frames import (
+    frame_head,
+    frame_header,
+    parse_head,
+    small_frames,
+    whole_data_frame,
+)
 
 LENGTHS = [0, 1, 125, 126, 127, 65535, 65536, 70000]
 MASK = b"\x01\x02\x03\x04"
@@ -53,3 +59,67 @@ def test_parse_never_reads_past_the_data(data, pos):
     if head is not None:
         assert pos + head[2] <= len(data)
         assert head[0] == data[pos]
+
+
+# ------------------------------------------------ reading whole frames (the servers' fast paths)
+
+
+def masked(opcode: int, payload: bytes, *, fin: bool = True) -> bytes:
+    head = bytearray(frame_head(opcode, len(payload), masked=True))
+    if not fin:
+        head[0] &= 0x7F
+    return bytes(head) + MASK + payload  # the payload itself is not masked: only heads are read
+
+
+def test_frame_header_gives_the_mask_or_nothing():
+    assert frame_header(masked(0x2, b"abc"), 0) == (0x82, 3, 6, MASK)
+    assert frame_header(frame_head(0x2, 3) + b"abc", 0) == (0x82, 3, 2, b"")
+    assert frame_header(b"\x82", 0) is None
+
+
+@pytest.mark.parametrize(
+    ("data", "start"),
+    [
+        (masked(0x2, b"abc"), 6),
+        (masked(0x1, b"x" * 200), 8),
+        (masked(0x2, b""), 6),
+        (masked(0x2, b"abc") + b"more", 0),  # not exactly one frame
+        (masked(0x2, b"abc")[:-1], 0),
+        (frame_head(0x2, 3) + b"abcdefg", 0),  # unmasked
+        (masked(0x2, b"abc", fin=False), 0),  # not final
+        (masked(0x9, b"abc"), 0),  # a ping
+        (masked(0x2, b"x" * 70000), 0),  # a 64-bit length
+        (b"\x82\xfe\x01\x02\x03\x04", 0),  # a cut head, long enough to look at
+        (b"\x82\x80", 0),
+    ],
+)
+def test_whole_data_frame(data, start):
+    assert whole_data_frame(data) == start
+
+
+def test_small_frames_follows_fragmented_messages():
+    start, middle, end = (
+        masked(0x1, b"a", fin=False),
+        masked(0x0, b"b", fin=False),
+        masked(0x0, b"c"),
+    )
+    ping = masked(0x9, b"")
+    assert small_frames(b"", False) is False
+    assert small_frames(start, False) is True
+    assert small_frames(start + middle + ping, False) is True
+    assert small_frames(middle + end, True) is False
+    assert small_frames(masked(0x2, b"x") + ping, True) is False  # a data frame: whole
+    assert small_frames(ping, True) is True
+
+
+@pytest.mark.parametrize(
+    "data",
+    [
+        masked(0x2, b"abc")[:-1],  # cut
+        masked(0x2, b"abc")[:1],  # cut head
+        frame_head(0x2, 1) + b"x",  # unmasked
+        masked(0x2, b"x" * 70000),  # a 64-bit length
+    ],
+)
+def test_small_frames_refuses_what_it_does_not_read(data):
+    assert small_frames(data, False) is None

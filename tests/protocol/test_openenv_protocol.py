@@ -10,7 +10,6 @@ from typing import Any
 import pytest
 
 from openenv_gym.exceptions import LocalProtocolError, RemoteProtocolError
-from openenv_gym.protocol import openenv
 from openenv_gym.protocol.openenv import (
     ClientSession,
     CloseRequest,
@@ -29,6 +28,7 @@ from openenv_gym.protocol.openenv import (
     encode_request,
     observation_payload,
 )
+from openenv_gym.protocol.openenv import messages as openenv_messages
 
 
 def snapshot(obj: ClientSession | ServerSession) -> dict[str, Any]:
@@ -640,7 +640,7 @@ def test_server_echo_of_an_input_too_deep_to_encode_falls_back(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """2.6: if the ``errors`` cannot be encoded, the frame still goes, without them."""
-    monkeypatch.setattr(openenv, "_error", lambda *args: {"input": float("nan")})
+    monkeypatch.setattr(openenv_messages, "_error", lambda *args: {"input": float("nan")})
     server = server_with('{"type":"step"}')
     assert only_frame(server) == {
         "type": "error",

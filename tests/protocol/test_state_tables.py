@@ -5,7 +5,7 @@ one table gives the next state of each legal (state, event) pair. Here every pai
 states x events is driven through the public calls: a legal pair reaches the table's
 state; an illegal one raises the machine's typed error (with nothing changed, except
 that a frame the client cannot take closes its session or connection). The tables in
-the docs are the tables in the code.
+the docs are the tables in the code, and every transition goes through ``states.fire``.
 """
 
 from __future__ import annotations
@@ -22,6 +22,7 @@ import pytest
 from openenv_gym.exceptions import LocalProtocolError, RemoteProtocolError
 from openenv_gym.protocol import batch as bp
 from openenv_gym.protocol import openenv as op
+from openenv_gym.protocol import states
 
 DOC = Path(__file__).resolve().parents[2] / "docs" / "protocol.md"
 
@@ -41,7 +42,7 @@ def pair_id(value: Any) -> str:
 
 # ------------------------------------------------------------------ 2.5 JSON client
 
-CE = op._ClientEvent
+CE = states.JsonClientEvent
 S = op.SessionState
 OBS = '{"type":"observation","data":{"observation":{},"reward":null,"done":false}}'
 STATE = '{"type":"state","data":{}}'
@@ -62,7 +63,7 @@ def json_client_in(state: op.SessionState) -> op.ClientSession:
     return client
 
 
-JSON_CLIENT_CALLS: dict[op._ClientEvent, Callable[[op.ClientSession], None]] = {
+JSON_CLIENT_CALLS: dict[states.JsonClientEvent, Callable[[op.ClientSession], None]] = {
     CE.SEND_RESET: lambda c: c.send_reset(seed=1),
     CE.SEND_STEP: lambda c: c.send_step({"a": 1}),
     CE.SEND_STATE: lambda c: c.send_state(),
@@ -127,12 +128,12 @@ def test_json_client_calls_cover_every_event() -> None:
 
 
 @pytest.mark.parametrize(("state", "event"), pairs(S, CE), ids=pair_id)
-def test_json_client_walks_its_table(state: op.SessionState, event: op._ClientEvent) -> None:
+def test_json_client_walks_its_table(state: op.SessionState, event: states.JsonClientEvent) -> None:
     """2.5: a legal pair reaches the table's state; an illegal one raises."""
     walk_client_table(
         json_client_in(state),
         JSON_CLIENT_CALLS[event],
-        op._CLIENT_TRANSITIONS,
+        states.JSON_CLIENT_TRANSITIONS,
         (state, event),
         sends=JSON_CLIENT_SENDS,
         lost=CE.CONNECTION_LOST,
@@ -142,7 +143,7 @@ def test_json_client_walks_its_table(state: op.SessionState, event: op._ClientEv
 
 # ------------------------------------------------------------------ 2.5 JSON server
 
-SE = op._ServerEvent
+SE = states.JsonServerEvent
 
 
 def json_server_in(state: op.SessionState) -> op.ServerSession:
@@ -161,7 +162,7 @@ def json_server_in(state: op.SessionState) -> op.ServerSession:
     return server
 
 
-JSON_SERVER_CALLS: dict[op._ServerEvent, list[Callable[[op.ServerSession], None]]] = {
+JSON_SERVER_CALLS: dict[states.JsonServerEvent, list[Callable[[op.ServerSession], None]]] = {
     SE.RECEIVE_RESET: [lambda s: s.receive_data('{"type":"reset","data":{"seed":1}}')],
     SE.RECEIVE_STEP: [lambda s: s.receive_data('{"type":"step","data":{}}')],
     SE.RECEIVE_STATE: [lambda s: s.receive_data('{"type":"state"}')],
@@ -193,12 +194,12 @@ def test_json_server_calls_cover_every_event() -> None:
     ("state", "event", "k"), JSON_SERVER_CASES, ids=lambda v: v if isinstance(v, int) else v.name
 )
 def test_json_server_walks_its_table(
-    state: op.SessionState, event: op._ServerEvent, k: int
+    state: op.SessionState, event: states.JsonServerEvent, k: int
 ) -> None:
     """2.5: a legal pair reaches the table's state; an illegal one raises, changing nothing."""
     server = json_server_in(state)
     call = JSON_SERVER_CALLS[event][k]
-    expected = op._SERVER_TRANSITIONS.get((state, event))
+    expected = states.JSON_SERVER_TRANSITIONS.get((state, event))
     if expected is None:
         before = snapshot(server)
         with pytest.raises(LocalProtocolError):
@@ -225,7 +226,7 @@ FRAME_TYPES = {SE.SEND_OBSERVATION: "observation", SE.SEND_STATE: "state"}
 
 # --------------------------------------------------------------- 3.7 batched client
 
-BCE = bp._ClientEvent
+BCE = states.BatchClientEvent
 C = bp.ConnectionState
 
 
@@ -265,7 +266,7 @@ def batch_client_in(state: bp.ConnectionState) -> bp.BatchClient:
 
 def receive_reply(client: bp.BatchClient) -> None:
     """A reply to a request in flight (one is sent first where the table allows it)."""
-    if (client.state, BCE.SEND_REQUEST) in bp._CLIENT_TRANSITIONS:
+    if (client.state, BCE.SEND_REQUEST) in states.BATCH_CLIENT_TRANSITIONS:
         rid = client.send_open([7])
         client.data_to_send()
     else:
@@ -273,7 +274,7 @@ def receive_reply(client: bp.BatchClient) -> None:
     client.receive_data(open_reply(rid))
 
 
-BATCH_CLIENT_CALLS: dict[bp._ClientEvent, Callable[[bp.BatchClient], Any]] = {
+BATCH_CLIENT_CALLS: dict[states.BatchClientEvent, Callable[[bp.BatchClient], Any]] = {
     BCE.SEND_HELLO: lambda c: c.send_hello(),
     BCE.SEND_REQUEST: lambda c: c.send_open([5]),
     BCE.RECEIVE_HELLO: lambda c: c.receive_data(hello_reply()),
@@ -291,13 +292,15 @@ def test_batch_client_calls_cover_every_event() -> None:
 
 
 @pytest.mark.parametrize(("state", "event"), pairs(C, BCE), ids=pair_id)
-def test_batch_client_walks_its_table(state: bp.ConnectionState, event: bp._ClientEvent) -> None:
+def test_batch_client_walks_its_table(
+    state: bp.ConnectionState, event: states.BatchClientEvent
+) -> None:
     """3.7: a legal pair reaches the table's state; an illegal one raises."""
     client = batch_client_in(state)
     walk_client_table(
         client,
         BATCH_CLIENT_CALLS[event],
-        bp._CLIENT_TRANSITIONS,
+        states.BATCH_CLIENT_TRANSITIONS,
         (state, event),
         sends={BCE.SEND_HELLO, BCE.SEND_REQUEST},
         lost=BCE.CONNECTION_LOST,
@@ -309,7 +312,7 @@ def test_batch_client_walks_its_table(state: bp.ConnectionState, event: bp._Clie
 
 # --------------------------------------------------------------- 3.7 batched server
 
-BSE = bp._ServerEvent
+BSE = states.BatchServerEvent
 HELLO = bp.encode_frame({"op": "hello", "id": 0, "versions": [1], "client": "c"})
 
 
@@ -332,7 +335,7 @@ def send_reply(server: bp.BatchServer) -> None:
     server.send_results(request, [None])
 
 
-BATCH_SERVER_CALLS: dict[bp._ServerEvent, Callable[[bp.BatchServer], Any]] = {
+BATCH_SERVER_CALLS: dict[states.BatchServerEvent, Callable[[bp.BatchServer], Any]] = {
     BSE.RECEIVE_HELLO: lambda s: s.receive_data(HELLO),
     BSE.RECEIVE_REQUEST: lambda s: s.receive_data(
         bp.encode_frame({"op": "state", "id": 9, "slots": [3]})
@@ -345,15 +348,17 @@ SERVER_STATES = (C.NEW, C.OPEN)  # the server has no HELLO_SENT and no CLOSED
 
 def test_batch_server_calls_cover_every_event() -> None:
     assert set(BATCH_SERVER_CALLS) == set(BSE)
-    assert {state for state, _ in bp._SERVER_TRANSITIONS} == set(SERVER_STATES)
+    assert {state for state, _ in states.BATCH_SERVER_TRANSITIONS} == set(SERVER_STATES)
 
 
 @pytest.mark.parametrize(("state", "event"), pairs(SERVER_STATES, BSE), ids=pair_id)
-def test_batch_server_walks_its_table(state: bp.ConnectionState, event: bp._ServerEvent) -> None:
+def test_batch_server_walks_its_table(
+    state: bp.ConnectionState, event: states.BatchServerEvent
+) -> None:
     """3.7: a legal pair reaches the table's state; an illegal frame is refused with
     ``INVALID_REQUEST`` (state unchanged), an illegal reply raises with nothing changed."""
     server = batch_server_in(state)
-    expected = bp._SERVER_TRANSITIONS.get((state, event))
+    expected = states.BATCH_SERVER_TRANSITIONS.get((state, event))
     if expected is not None:
         BATCH_SERVER_CALLS[event](server)
         assert server.state is expected
@@ -409,10 +414,10 @@ def documented_tables() -> dict[str, dict[tuple[str, str], str]]:
 @pytest.mark.parametrize(
     ("name", "code"),
     [
-        ("json-client", op._CLIENT_TRANSITIONS),
-        ("json-server", op._SERVER_TRANSITIONS),
-        ("batch-client", bp._CLIENT_TRANSITIONS),
-        ("batch-server", bp._SERVER_TRANSITIONS),
+        ("json-client", states.JSON_CLIENT_TRANSITIONS),
+        ("json-server", states.JSON_SERVER_TRANSITIONS),
+        ("batch-client", states.BATCH_CLIENT_TRANSITIONS),
+        ("batch-server", states.BATCH_SERVER_TRANSITIONS),
     ],
 )
 def test_documented_tables_are_the_code_tables(name: str, code: dict[Any, Any]) -> None:

@@ -45,6 +45,7 @@ from websockets.asyncio.server import ServerConnection, serve
 from websockets.exceptions import ConnectionClosed
 
 from openenv_gym.runtime.app import EnvServer, ServerConfig
+from openenv_gym.runtime.calls import Capacity
 from openenv_gym.runtime.environment import (
     Action,
     Environment,
@@ -257,13 +258,12 @@ class OddEnv(Environment[PingAction, OddObservation, State]):
         raise RuntimeError("close failed")
 
 
-class ObservedEnvServer(EnvServer):
-    """``EnvServer`` whose live-instance count can be waited on from another thread."""
+class ObservedCapacity(Capacity):
+    """``Capacity`` whose live-instance count can be waited on from another thread."""
 
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        self._changed = threading.Condition()
-        self._active = 0
-        super().__init__(*args, **kwargs)
+    def __init__(self, limit: int) -> None:
+        self.changed = threading.Condition()
+        super().__init__(limit)
 
     @property  # type: ignore[override]
     def active(self) -> int:
@@ -272,14 +272,28 @@ class ObservedEnvServer(EnvServer):
 
     @active.setter
     def active(self, value: int) -> None:
-        with self._changed:
+        with self.changed:
             self._active = value
-            self._changed.notify_all()
+            self.changed.notify_all()
+
+
+class ObservedEnvServer(EnvServer):
+    """``EnvServer`` whose live-instance count can be waited on from another thread."""
+
+    @property  # type: ignore[override]
+    def capacity(self) -> ObservedCapacity:
+        """The live instances (the base class sets this attribute once)."""
+        return self._observed
+
+    @capacity.setter
+    def capacity(self, value: Capacity) -> None:
+        self._observed = ObservedCapacity(value.limit)
 
     def wait_active(self, n: int, timeout: float = 10.0) -> bool:
         """Wait until exactly ``n`` instances are live."""
-        with self._changed:
-            return self._changed.wait_for(lambda: self._active == n, timeout)
+        capacity = self.capacity
+        with capacity.changed:
+            return capacity.changed.wait_for(lambda: capacity.active == n, timeout)
 
 
 class ServerThread:

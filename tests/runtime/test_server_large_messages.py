@@ -261,7 +261,7 @@ def test_a_trickled_large_message_is_held_in_one_buffer():
     """
     import tracemalloc
 
-    from openenv_gym.runtime.http import _LargeMessage
+    from openenv_gym.runtime.websocket import _LargeMessage
 
     size = 256 * 1024
     mask = b"\x01\x02\x03\x04"
