@@ -28,7 +28,7 @@ from openenv_gym.exceptions import ConfigurationError, OpenEnvGymError
 from openenv_gym.runtime.settings import ServerConfig, ServerMode, options
 from openenv_gym.runtime.workers import DEFAULT_MAX_WORKERS
 
-__all__ = ["main"]
+__all__ = ["EXTRAS", "install_hint", "main"]
 
 logger = logging.getLogger("openenv_gym.cli")
 
@@ -514,7 +514,46 @@ def main(argv: Sequence[str] | None = None) -> int:
     except OpenEnvGymError as exc:
         sys.stderr.write(f"openenv-gym: error: {exc}\n")
         return 2
+    except ImportError as exc:
+        hint = install_hint(exc)
+        if hint is None:
+            raise
+        sys.stderr.write(f"openenv-gym: error: {hint}\n")
+        return 2
     return 1  # pragma: no cover - argparse rejects unknown commands
+
+
+EXTRAS: dict[str, str] = {
+    "docker": "docker",
+    "ray": "ray",
+    "trl": "trl",
+    "transformers": "trl",
+    "datasets": "trl",
+    "torch": "trl",
+    "vllm": "vllm",
+    "stable_baselines3": "sb3",
+    "torchrl": "torchrl",
+    "pyarrow": "record",
+    "minari": "record",
+    "moviepy": "video",
+    "mkdocs": "docs",
+}
+"""The extra that brings each optional package (``pip install 'openenv-gym[EXTRA]'``)."""
+
+
+def install_hint(exc: ImportError) -> str | None:
+    """The one line for a missing optional package, or None when ``exc`` is about another.
+
+    >>> install_hint(ModuleNotFoundError("No module named 'docker'", name="docker"))
+    "this command needs the docker package: pip install 'openenv-gym[docker]'"
+    >>> install_hint(ModuleNotFoundError("No module named 'nope'", name="nope")) is None
+    True
+    """
+    package = (exc.name or "").partition(".")[0]
+    extra = EXTRAS.get(package)
+    if extra is None:
+        return None
+    return f"this command needs the {package} package: pip install 'openenv-gym[{extra}]'"
 
 
 if __name__ == "__main__":

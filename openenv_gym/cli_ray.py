@@ -9,14 +9,21 @@ running when they close. The commands connect to a running cluster (``--address`
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import sys
-from typing import Any
+import threading
+import time
+from collections.abc import Iterator
+from typing import Any, TextIO
 
 from openenv_gym.config import resolve_token
 from openenv_gym.exceptions import ConfigurationError
 
-__all__ = ["add_commands", "run"]
+__all__ = ["PROGRESS_EVERY", "add_commands", "progress", "run"]
+
+PROGRESS_EVERY = 5.0
+"""Seconds between two "still waiting" lines of a long wait."""
 
 
 def _json_object(text: str) -> dict[str, Any]:
@@ -72,26 +79,54 @@ def add_commands(sub: Any) -> None:
         command.add_argument("--log-level", default="WARNING")
 
 
+@contextlib.contextmanager
+def progress(
+    what: str, *, every: float = PROGRESS_EVERY, out: TextIO | None = None
+) -> Iterator[None]:
+    """Say on standard error that ``what`` started, that it still runs, and how long it took.
+
+    A line every ``every`` seconds while it runs; standard output is left to the command's
+    result.
+
+    >>> import io
+    >>> err = io.StringIO()
+    >>> with progress("nothing much", out=err):
+    ...     pass
+    >>> err.getvalue().splitlines()[0]
+    'openenv-gym: nothing much...'
+    """
+    stream = sys.stderr if out is None else out
+    started = time.monotonic()
+    done = threading.Event()
+
+    def say(text: str) -> None:
+        stream.write(f"openenv-gym: {text}\n")
+        stream.flush()
+
+    def tick() -> None:
+        while not done.wait(every):
+            say(f"{what}: still waiting ({time.monotonic() - started:.0f} s)")
+
+    say(f"{what}...")
+    ticker = threading.Thread(target=tick, name="openenv-gym-progress", daemon=True)
+    ticker.start()
+    try:
+        yield
+    finally:
+        done.set()
+        ticker.join()
+    say(f"{what}: done in {time.monotonic() - started:.1f} s")
+
+
 def run(args: argparse.Namespace) -> int:
     """Carry out a parsed ``ray`` command; returns the exit status."""
-    from openenv_gym.providers.ray import pool_down, pool_status, pool_up
+    from openenv_gym.providers.ray import pool_down, pool_status
 
     if args.ray_command == "up":
         options = {} if args.max_sessions is None else {"max_sessions": args.max_sessions}
-        servers = pool_up(
-            args.pool,
-            args.server,
-            num_servers=args.num_servers,
-            placement=None if args.placement == "none" else args.placement,
-            num_cpus=args.num_cpus,
-            resources=args.resources,
-            runtime_env=args.runtime_env,
-            ray_address=args.address,
-            token=resolve_token(),
-            server_options=options,
-            max_restarts=args.max_restarts,
-            start_timeout=args.start_timeout,
-        )
+        starting = f"starting {args.num_servers} server(s) of pool {args.pool!r} on the Ray cluster"
+        with progress(starting):
+            servers = _pool_up(args, options)
         sys.stdout.write("".join(f"{server.url}\n" for server in servers))
         return 0
     if args.ray_command == "down":
@@ -122,3 +157,22 @@ def run(args: argparse.Namespace) -> int:
             return 1
         return 0
     raise ConfigurationError(f"unknown ray command {args.ray_command!r}")  # pragma: no cover
+
+
+def _pool_up(args: argparse.Namespace, options: dict[str, Any]) -> Any:
+    from openenv_gym.providers.ray import pool_up
+
+    return pool_up(
+        args.pool,
+        args.server,
+        num_servers=args.num_servers,
+        placement=None if args.placement == "none" else args.placement,
+        num_cpus=args.num_cpus,
+        resources=args.resources,
+        runtime_env=args.runtime_env,
+        ray_address=args.address,
+        token=resolve_token(),
+        server_options=options,
+        max_restarts=args.max_restarts,
+        start_timeout=args.start_timeout,
+    )

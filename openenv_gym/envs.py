@@ -77,6 +77,9 @@ class EnvRecord:
         description: One line for listings.
         rank: Where listings (``openenv-gym envs``, the images built by default) put it:
             lower first, then by name.
+        example_actions: Wire actions that move the env in a way its seed shows (a valid
+            Wordle guess, whose feedback depends on the secret word): ``openenv-gym check``
+            tries them on servers whose action schema they fit.
     """
 
     name: str
@@ -89,6 +92,7 @@ class EnvRecord:
     nondeterministic: bool = False
     description: str = ""
     rank: int = 100
+    example_actions: tuple[dict[str, Any], ...] = ()
 
     def __post_init__(self) -> None:
         if not (self.name.isidentifier() and self.name == self.name.lower()):

@@ -1,6 +1,7 @@
 """The checks of OpenEnv's JSON ``/ws`` protocol.
 
-``session``, ``errors``, ``capacity``, ``seed`` and ``close`` (``docs/protocol.md`` section 2).
+``session``, ``errors``, ``capacity`` and ``close`` (``docs/protocol.md`` section 2); the
+``seed`` check is :mod:`openenv_gym.check.seed`.
 """
 
 from __future__ import annotations
@@ -8,7 +9,6 @@ from __future__ import annotations
 import contextlib
 import time
 from collections.abc import Mapping
-from dataclasses import dataclass
 from typing import Any
 
 from openenv_gym.check.context import (
@@ -18,7 +18,6 @@ from openenv_gym.check.context import (
     Failed,
     Findings,
     Socket,
-    accept_observation,
     ask_observation,
     ask_state,
     describe,
@@ -29,7 +28,7 @@ from openenv_gym.exceptions import ConnectError, ConnectionLostError, RequestTim
 from openenv_gym.protocol import openenv as op
 from openenv_gym.spaces import deref
 
-__all__ = ["check_capacity", "check_close", "check_errors", "check_seed", "check_session"]
+__all__ = ["check_capacity", "check_close", "check_errors", "check_session"]
 
 _EXTRA_FIELD = "openenv_gym_check_extra"
 _MISSING = object()
@@ -192,129 +191,6 @@ def check_capacity(ctx: Context, stack: contextlib.ExitStack, found: Findings) -
             )
         ctx.check_budget()
         time.sleep(0.1)
-
-
-def _first_difference(a: Any, b: Any, path: str = "") -> str:
-    if isinstance(a, dict) and isinstance(b, dict):
-        for key in [*a, *(k for k in b if k not in a)]:
-            if a.get(key, _MISSING) != b.get(key, _MISSING):
-                return _first_difference(a.get(key), b.get(key), f"{path}.{key}" if path else key)
-    return path or "(the whole observation)"
-
-
-_Outcome = tuple[dict[str, Any], float | None, bool]
-"""What the seed check compares of a reply: the observation without metadata, reward, done."""
-
-
-def _outcome(reply: op.ObservationReceived) -> _Outcome:
-    observation = {k: v for k, v in reply.observation.items() if k != "metadata"}
-    return observation, reply.reward, reply.done
-
-
-@dataclass(frozen=True, slots=True)
-class _SeededRun:
-    """One fresh session's ``reset(seed)`` and, when it could be made, one step."""
-
-    reset: _Outcome
-    step: _Outcome | None
-    no_step: str = ""  # why there is no step
-    ended: bool = False  # the episode ended at reset: there is nothing to step
-
-
-def _seeded_run(ctx: Context, found: Findings, which: str) -> _SeededRun:
-    """``reset(seed)`` then one step with the check's action, on a fresh session.
-
-    The session is closed before this returns, so the next one fits a server with room
-    for a single session; a ``CAPACITY_REACHED`` right after a close is retried until
-    the close timeout (the server may not have freed the slot yet).
-    """
-    reset = op.encode_request(op.ResetRequest({"seed": ctx.seed}))
-    what = f"{which} reset"
-    retry_until = ctx.until(ctx.close_wait)
-    while True:
-        with contextlib.ExitStack() as stack:
-            sock = Socket.open(ctx, stack)
-            raw, reply = sock.request(reset, what)
-            full = isinstance(reply, op.ErrorReceived) and (
-                reply.code == op.ErrorCode.CAPACITY_REACHED
-            )
-            if not full or time.monotonic() >= retry_until:
-                return _step_after(
-                    sock, accept_observation(raw, reply, what, ctx, found), ctx, found, which
-                )
-        ctx.check_budget()
-        time.sleep(0.1)
-
-
-def _step_after(
-    sock: Socket,
-    reply: op.ObservationReceived | op.ErrorReceived,
-    ctx: Context,
-    found: Findings,
-    which: str,
-) -> _SeededRun:
-    if isinstance(reply, op.ErrorReceived):
-        raise Failed(f"{which} reset was answered with {describe(reply)}")
-    reset = _outcome(reply)
-    if reply.done:
-        return _SeededRun(reset, None, "the episode ended at reset", ended=True)
-    if ctx.action is None:
-        return _SeededRun(reset, None, ctx.no_action_reason)
-    stepped = ask_observation(sock, step_frame(ctx.action), f"{which} step", ctx, found)
-    if isinstance(stepped, op.ErrorReceived):
-        why = f"step {ctx.action_text()} was answered with {describe(stepped)}"
-        return _SeededRun(reset, None, why)
-    return _SeededRun(reset, _outcome(stepped))
-
-
-def _difference(first: _Outcome, second: _Outcome) -> str:
-    if first[0] != second[0]:
-        return _first_difference(first[0], second[0])
-    return "reward or done"
-
-
-def check_seed(ctx: Context, _: contextlib.ExitStack, found: Findings) -> None:
-    """``seed``: ``reset(seed)`` and one step on two fresh sessions give the same."""
-    first = _seeded_run(ctx, found, "first")
-    second = _seeded_run(ctx, found, "second")
-    reset = f"reset(seed={ctx.seed})"
-    found.info["compared"] = ["reset"]
-    found.info["deterministic"] = False
-    if first.reset != second.reset:
-        found.warn(
-            f"{reset} twice gave different observations (first difference: "
-            f"{_difference(first.reset, second.reset)}) on two fresh sessions; seeding is "
-            "not reproducible (allowed by OpenEnv)"
-        )
-        return
-    if first.ended:  # so did the second: ``done`` is part of what was compared
-        found.info["deterministic"] = True
-        found.ok(f"{reset} gave the same observation on two fresh sessions ({first.no_step})")
-        return
-    if first.step is None or second.step is None:
-        found.info["deterministic"] = None  # the reset alone proves little
-        no_step = first.no_step or second.no_step
-        found.warn(
-            f"{reset} gave the same observation on two fresh sessions, but no step was "
-            f"compared ({no_step}): a reset alone rarely shows whether the seed is used "
-            "(pass a valid action with --action)"
-        )
-        return
-    found.info["compared"] = ["reset", "step"]
-    action = ctx.action_text()
-    if first.step != second.step:
-        found.warn(
-            f"{reset} gave the same observation on two fresh sessions, but step {action} "
-            f"then gave different observations (first difference: "
-            f"{_difference(first.step, second.step)}): the seed does not fix the episode "
-            "(allowed by OpenEnv)"
-        )
-        return
-    found.info["deterministic"] = True
-    found.ok(
-        f"{reset} then step {action} gave the same observations, rewards and done on two "
-        "fresh sessions"
-    )
 
 
 def check_close(ctx: Context, stack: contextlib.ExitStack, found: Findings) -> None:

@@ -12,14 +12,9 @@ from openenv_gym._http import http_base, with_token
 from openenv_gym.check.batch import check_batch
 from openenv_gym.check.context import Check, Context, Failed, Findings
 from openenv_gym.check.endpoints import check_health, check_metadata, check_schema
-from openenv_gym.check.json_ws import (
-    check_capacity,
-    check_close,
-    check_errors,
-    check_seed,
-    check_session,
-)
+from openenv_gym.check.json_ws import check_capacity, check_close, check_errors, check_session
 from openenv_gym.check.report import CheckReport, CheckResult, Status, brief
+from openenv_gym.check.seed import check_seed
 from openenv_gym.config import Timeouts
 from openenv_gym.exceptions import ArgumentTypeError, ConfigurationError, OpenEnvGymError
 
@@ -101,8 +96,8 @@ def check_server(
         The report; :attr:`CheckReport.ok` is false when any check failed.
 
     Raises:
-        ConfigurationError: An argument is invalid. (Everything the server does is reported,
-            not raised.)
+        ConfigurationError: An argument is invalid, e.g. a URL scheme other than http(s) and
+            ws(s). (Everything the server does is reported, not raised.)
     """
     if not isinstance(url, str):
         raise ArgumentTypeError(f"url must be a string, got {brief(url)}")
@@ -125,8 +120,14 @@ def check_server(
         raise ConfigurationError(f"seed must be an integer, got {seed!r}")
     if not check_timeout > 0:
         raise ConfigurationError(f"check_timeout must be > 0, got {check_timeout!r}")
+    base_url = http_base(url)
+    scheme = base_url.partition("://")[0].lower()
+    if scheme not in ("http", "https"):
+        raise ConfigurationError(
+            f"unsupported URL scheme {scheme!r} in {url!r}: use http(s)://, ws(s):// or host:port"
+        )
     ctx = Context(
-        base=http_base(url),
+        base=base_url,
         timeouts=base,
         seed=seed,
         max_sessions=max_sessions,

@@ -12,4 +12,5 @@ RECORD = EnvRecord(
     text_interface="openenv_gym_servers.wordle.gym:text_interface",
     description="Wordle (TextArena's rules), five-letter guesses as text",
     rank=0,  # listings: wordle, echo, catch, then the others by name
+    example_actions=({"message": "[crane]"},),  # a valid guess: its feedback shows the secret
 )

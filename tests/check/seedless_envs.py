@@ -27,8 +27,16 @@ from pydantic import Field
 
 from openenv_gym.runtime.app import EnvServer, ServerConfig
 from openenv_gym.runtime.environment import Action, Environment, Observation, State
+from openenv_gym_servers.wordle import WordleEnvironment
 
-__all__ = ["PROMPT", "OverAtResetEnv", "SeedlessWordleEnv", "serve"]
+__all__ = [
+    "PROMPT",
+    "OverAtResetEnv",
+    "QuestionInMetadataEnv",
+    "SeedIgnoringWordle",
+    "SeedlessWordleEnv",
+    "serve",
+]
 
 PROMPT = "Guess the 5-letter word, e.g. [crane]."
 WORD_LENGTH = 5
@@ -97,6 +105,60 @@ class OverAtResetEnv(SeedlessWordleEnv):
         """The prompt, with ``done=True``."""
         super().reset(seed, episode_id)
         return GuessObservation(feedback=PROMPT, reward=0.0, done=True)
+
+
+class SeedIgnoringWordle(WordleEnvironment):
+    """Our Wordle, except that ``reset`` ignores the seed (as TextArena's Wordle does).
+
+    An invalid move (``[a]``: not five letters) is answered with the same warning whatever
+    the secret, so only a valid guess shows that the secrets differ.
+    """
+
+    def _start(self, seed: int | None = None, episode_id: str | None = None, **_: Any) -> None:
+        """A new game from the instance's own stream, whatever ``seed`` is (``reset`` and
+        the batched ``reset_batch`` both start games here)."""
+        super()._start(None, episode_id)
+
+
+class QuestionObservation(Observation):
+    """A finqa-like observation: the question travels in ``metadata``."""
+
+    text: str
+
+
+class AnswerAction(Action):
+    """An answer."""
+
+    answer: str
+
+
+class QuestionInMetadataEnv(Environment[AnswerAction, QuestionObservation, State]):
+    """A finqa-like env: each reset asks a random question (ignoring ``seed``) in its
+    ``metadata``; the observation's own fields and every step's reply are always the same.
+    """
+
+    action_type: ClassVar[type[Action]] = AnswerAction
+    observation_type: ClassVar[type[Observation]] = QuestionObservation
+    state_type: ClassVar[type[State]] = State
+    SUPPORTS_CONCURRENT_SESSIONS: ClassVar[bool] = True
+
+    def reset(
+        self, seed: int | None = None, episode_id: str | None = None, **kwargs: Any
+    ) -> QuestionObservation:
+        """A random question, in ``metadata``."""
+        question = f"What is {_UNSEEDED.randrange(1000)} + {_UNSEEDED.randrange(1000)}?"
+        return QuestionObservation(
+            text="Answer the question.", reward=0.0, done=False, metadata={"question": question}
+        )
+
+    def step(self, action: AnswerAction) -> QuestionObservation:
+        """The same reply to every answer."""
+        return QuestionObservation(text="Answer recorded.", reward=0.0, done=False)
+
+    @property
+    def state(self) -> State:
+        """Nothing to show."""
+        return State(episode_id=None, step_count=0)
 
 
 @contextlib.contextmanager

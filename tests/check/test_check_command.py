@@ -28,7 +28,10 @@ def test_our_servers_pass_every_check(name):
     assert report.ok, report.render()
     assert [r.name for r in report.results] == list(CHECK_NAMES)
     statuses = {r.name: r.status for r in report.results}
-    assert statuses == dict.fromkeys(CHECK_NAMES, Status.PASS), report.render()
+    expected = dict.fromkeys(CHECK_NAMES, Status.PASS)
+    if name == "echo":  # nothing random: the seed check cannot tell, and says so
+        expected["seed"] = Status.WARN
+    assert statuses == expected, report.render()
     assert report["session"].info["action"] == EXPECTED_ACTIONS[name]
     assert report["capacity"].info == {"capacity_at_least": 16}
     assert (
@@ -36,7 +39,7 @@ def test_our_servers_pass_every_check(name):
     )
     assert report["close"].info["close_code"] == 1000
     assert report["batch"].info["env"] == name
-    assert report["seed"].info["deterministic"] is True
+    assert report["seed"].info["deterministic"] is (None if name == "echo" else True)
 
 
 def test_capacity_is_found_and_freed():

@@ -1,10 +1,12 @@
-"""The ``seed`` check compares a reset and a step across two sessions (docs/check.md, 7).
+"""The ``seed`` check (docs/check.md, 7): same seed, same replies; another seed, others.
 
-Against a real server that ignores seeds (:class:`~seedless_envs.SeedlessWordleEnv` on
-our ``EnvServer``: a constant reset observation, a secret the seed does not choose) the
-check must WARN; against ``openenv-gym serve wordle``, whose seed picks the secret, it
-must PASS with a guess whose feedback depends on the secret. Gymnasium's ``check_env``
-meets the same servers through ``make(..., base_url=...)``.
+Against real servers served in-process (:mod:`seedless_envs`): one that ignores seeds whose
+reset always looks alike (only a step shows the secret), our Wordle with its seed ignored
+(an invalid move looks alike whatever the secret: only a valid guess tells), a finqa-like
+env whose random question lives in the reset's ``metadata``, and ``openenv-gym serve
+wordle``, whose seed picks the secret. When no reply changes with the seed the check
+cannot tell, and says so (WARN), never PASS. Gymnasium's ``check_env`` meets the same
+servers through ``make(..., base_url=...)``.
 """
 
 from __future__ import annotations
@@ -15,7 +17,14 @@ import gymnasium
 import pytest
 from check_fake_servers import our_server
 from gymnasium.utils.env_checker import check_env
-from seedless_envs import PROMPT, OverAtResetEnv, SeedlessWordleEnv, serve
+from seedless_envs import (
+    PROMPT,
+    OverAtResetEnv,
+    QuestionInMetadataEnv,
+    SeedIgnoringWordle,
+    SeedlessWordleEnv,
+    serve,
+)
 
 import openenv_gym  # noqa: F401  (registers the ids)
 from openenv_gym.check import Status, check_server
@@ -23,6 +32,7 @@ from openenv_gym.check import Status, check_server
 pytestmark = pytest.mark.integration
 
 GUESS = {"message": "[crane]"}
+NOT_REPRODUCED = "gave different replies on fresh sessions seeded alike (first difference: "
 
 
 @pytest.mark.parametrize("action", [None, GUESS], ids=["action-from-schema", "given-guess"])
@@ -33,8 +43,7 @@ def test_a_server_that_ignores_seeds_warns(action):
     assert seed.status is Status.WARN, report.render()
     shown = '{"message": "a"}' if action is None else '{"message": "[crane]"}'
     assert seed.detail == (
-        f"reset(seed=1) gave the same observation on two fresh sessions, but step {shown} "
-        "then gave different observations (first difference: feedback): the seed does not "
+        f"reset(seed=1) then step {shown} {NOT_REPRODUCED}step: feedback): the seed does not "
         "fix the episode (allowed by OpenEnv)"
     )
     assert seed.info == {"compared": ["reset", "step"], "deterministic": False}
@@ -55,15 +64,41 @@ def test_the_seedless_env_is_what_the_check_says():
     assert steps[0] != steps[1]
 
 
-def test_our_wordle_passes_with_a_guess_that_depends_on_the_secret():
+def test_an_invalid_default_move_does_not_pass_a_seed_ignoring_wordle():
+    """The schema's action ``{"message": "a"}`` is an invalid move: its reply is the same
+    whatever the secret. The check tries a valid guess (Wordle's example action) next,
+    which shows the seed is ignored (a false PASS before)."""
+    with serve(SeedIgnoringWordle) as url:
+        report = check_server(url)
+    seed = report["seed"]
+    assert seed.status is Status.WARN, report.render()
+    assert seed.detail.startswith(
+        f'reset(seed=1) then step {{"message": "[crane]"}} {NOT_REPRODUCED}step: '
+    ), seed.detail
+    assert seed.info["deterministic"] is False
+
+
+def test_a_question_in_the_reset_metadata_is_compared():
+    """A finqa-like env: the question (in metadata) differs on sessions seeded alike."""
+    with serve(QuestionInMetadataEnv) as url:
+        report = check_server(url)
+    seed = report["seed"]
+    assert seed.status is Status.WARN, report.render()
+    assert f"{NOT_REPRODUCED}reset: metadata" in seed.detail, seed.detail
+    assert "question" in seed.detail
+    assert seed.info["deterministic"] is False
+
+
+def test_our_wordle_passes_with_its_example_guess():
+    """No action given: the schema's invalid ``a`` tells nothing, Wordle's guess does."""
     with our_server("wordle") as url:
-        report = check_server(url, action=GUESS)
+        report = check_server(url)
     seed = report["seed"]
     assert seed.status is Status.PASS, report.render()
-    assert seed.detail == (
-        'reset(seed=1) then step {"message": "[crane]"} gave the same observations, rewards '
-        "and done on two fresh sessions"
-    )
+    assert seed.detail.startswith(
+        'reset(seed=1) then step {"message": "[crane]"} gave the same observations, metadata, '
+        "rewards and done on 3 fresh sessions, and seed 2 gave others (step: "
+    ), seed.detail
     assert seed.info == {"compared": ["reset", "step"], "deterministic": True}
 
 
@@ -74,27 +109,50 @@ def test_one_session_at_a_time_fits_a_server_with_room_for_one():
     assert report["seed"].status is Status.PASS, report.render()
 
 
-def test_without_a_step_the_reset_alone_only_warns():
+def test_nothing_random_cannot_tell():
+    """Echo has nothing random: the same replies whatever the seed, so no PASS."""
+    with our_server("echo") as url:
+        report = check_server(url)
+    seed = report["seed"]
+    assert seed.status is Status.WARN, report.render()
+    assert seed.detail.startswith(
+        'could not tell whether the seed is used: reset(seed=1) then step {"message": "a"} '
+        "gave the same replies on 3 fresh sessions, but so did seeds 2 and 3 (tried: "
+        '{"message": "a"}; {"message": "[crane]"}): '
+    ), seed.detail
+    assert seed.info == {"compared": ["reset", "step"], "deterministic": None}
+
+
+def test_without_a_step_the_reset_alone_cannot_tell():
     with serve(SeedlessWordleEnv) as url:
         report = check_server(url, action={"wrong": "field"})  # every step is refused
     seed = report["seed"]
     assert seed.status is Status.WARN, report.render()
     assert seed.detail.startswith(
-        "reset(seed=1) gave the same observation on two fresh sessions, but no step was "
-        'compared (step {"wrong": "field"} was answered with error VALIDATION_ERROR'
-    )
+        "could not tell whether the seed is used: reset(seed=1) gave the same replies on 3 "
+        'fresh sessions, but so did seeds 2 and 3 (tried: {"wrong": "field"} (step '
+        '{"wrong": "field"} was answered with error VALIDATION_ERROR'
+    ), seed.detail
     assert seed.info == {"compared": ["reset"], "deterministic": None}
 
 
-def test_an_episode_over_at_reset_passes_on_its_reset():
+def test_an_episode_over_at_reset_cannot_tell():
     with serve(OverAtResetEnv) as url:
         report = check_server(url)
     seed = report["seed"]
+    assert seed.status is Status.WARN, report.render()
+    assert seed.detail.startswith(
+        "could not tell whether the seed is used: reset(seed=1) gave the same replies"
+    ), seed.detail
+    assert seed.info == {"compared": ["reset"], "deterministic": None}
+
+
+def test_a_reset_that_shows_the_seed_passes_on_it():
+    with our_server("catch") as url:
+        report = check_server(url)
+    seed = report["seed"]
     assert seed.status is Status.PASS, report.render()
-    assert seed.detail == (
-        "reset(seed=1) gave the same observation on two fresh sessions (the episode ended at reset)"
-    )
-    assert seed.info == {"compared": ["reset"], "deterministic": True}
+    assert "seed 2 gave others (reset: " in seed.detail or "seed 3 gave others" in seed.detail
 
 
 def test_check_env_on_a_seed_ignoring_server_trusts_the_spec():

@@ -33,6 +33,10 @@ def cli(*args: str, address: str) -> subprocess.CompletedProcess[str]:
 def test_cli_pool_outlives_its_command_and_trainers_attach(cluster: TwoNodes) -> None:
     up = cli("up", "words", "wordle", "--num-servers", "2", address=cluster.address)
     assert up.returncode == 0, up.stderr
+    # it says what it waits for (stderr), the URLs alone go to stdout
+    starting = "openenv-gym: starting 2 server(s) of pool 'words' on the Ray cluster"
+    assert up.stderr.startswith(f"{starting}...\n"), up.stderr
+    assert f"{starting}: done in " in up.stderr
     urls = up.stdout.split()
     assert len(urls) == 2
     try:
