@@ -97,16 +97,19 @@ def whole_data_frame(data: bytes) -> int:
     return size if size <= 8 and size + length == len(data) else 0
 
 
-def small_frames(data: bytes, fragmented: bool) -> bool | None:
-    """Whether a fragmented message is under way after ``data`` (``fragmented``: before it).
+def small_frames(data: bytes, fragmented: bool, max_frames: int) -> tuple[int, bool] | None:
+    """Where the first ``max_frames`` frames of ``data`` end, and if a message is open there.
 
-    None unless ``data`` is whole masked frames of at most 65,535 bytes of payload each.
+    The second value says whether a fragmented message is under way after those frames
+    (``fragmented``: before ``data``). None unless those frames are whole and masked, with
+    at most 65,535 bytes of payload each (what follows them is not looked at).
 
-    >>> small_frames(frame_head(0x1, 0, masked=True) + b"mask", False)
-    False
+    >>> ping = frame_head(0x9, 0, masked=True) + b"mask"
+    >>> small_frames(ping + ping + ping, False, 2), small_frames(ping, True, 2)
+    ((12, False), (6, True))
     """
-    pos, end = 0, len(data)
-    while pos < end:
+    pos, end, frames = 0, len(data), 0
+    while pos < end and frames < max_frames:
         head = parse_head(data, pos)
         if head is None or not data[pos + 1] & 0x80:
             return None
@@ -114,9 +117,10 @@ def small_frames(data: bytes, fragmented: bool) -> bool | None:
         if size > 8:  # a 64-bit length
             return None
         pos += size + length
+        frames += 1
         opcode = first & 0x0F
         if opcode in (0x1, 0x2):  # text, binary: a fragmented message opens unless final
             fragmented = not first & 0x80
         elif opcode == 0x0 and first & 0x80:  # a final continuation frame
             fragmented = False
-    return fragmented if pos == end else None
+    return (pos, fragmented) if pos <= end else None

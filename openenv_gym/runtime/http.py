@@ -55,7 +55,7 @@ from openenv_gym.runtime.interfaces import (
     detail,
     json_response,
 )
-from openenv_gym.runtime.websocket import WebSocketStream
+from openenv_gym.runtime.websocket import KEEPALIVE_HEADER, WebSocketStream
 
 __all__ = [
     "MESSAGE_HEAD",
@@ -404,7 +404,8 @@ class Connection(asyncio.Protocol):
             return
         make_channel, chosen = opened
         self._arm(None)  # the stream's idle timeout takes over
-        self._ws = stream = WebSocketStream(self, chosen)
+        keepalive = request.headers.get(KEEPALIVE_HEADER.lower(), "").strip().lower()
+        self._ws = stream = WebSocketStream(self, chosen, pings_count=keepalive == "ping")
         # the head only: frames sent right behind it are received once it is open
         head, rest = bytes(self._buffer[:head_end]), bytes(self._buffer[head_end:])
         self._buffer = bytearray()

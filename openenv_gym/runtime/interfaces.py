@@ -14,6 +14,8 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+from openenv_gym.protocol.fragments import DEFAULT_MAX_FRAGMENTS
+
 __all__ = [
     "MESSAGE_HEAD",
     "App",
@@ -43,7 +45,8 @@ class Limits:
         max_connections: Open connections at once, HTTP and WebSocket.
         handshake_timeout: Seconds for a connection to send a complete request head.
         idle_timeout: Seconds a WebSocket may stay without a message from the peer.
-        max_frame: Largest WebSocket message, bytes.
+        max_frame: Largest WebSocket message, bytes (fragments together).
+        max_fragments: Most frames one WebSocket message may come in.
         max_body: Largest HTTP request body, bytes.
         max_queue_bytes: Received bytes a connection may have waiting to be handled.
         max_send_buffer: Written bytes a connection may have waiting for the peer.
@@ -61,6 +64,7 @@ class Limits:
     handshake_timeout: float | None = 10.0
     idle_timeout: float | None = 900.0
     max_frame: int = 16 * 2**20
+    max_fragments: int = DEFAULT_MAX_FRAGMENTS
     max_body: int = 2**20
     max_queue_bytes: int = 16 * 2**20
     max_send_buffer: int = 16 * 2**20

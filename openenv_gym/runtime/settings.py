@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from openenv_gym._version import __version__
 from openenv_gym.config import env_count, env_float, env_str, resolve_token
 from openenv_gym.exceptions import ConfigurationError
+from openenv_gym.protocol.fragments import DEFAULT_MAX_FRAGMENTS
 
 if TYPE_CHECKING:
     from openenv_gym.runtime.interfaces import Limits
@@ -101,7 +102,9 @@ class ServerConfig:
         port: Port to bind, 0..65535; 0 picks a free one (read it back from
             :attr:`EnvServer.url`).
         max_sessions: Most environment instances alive at once, over both endpoints.
-        max_frame: Largest WebSocket message accepted, in bytes.
+        max_frame: Largest WebSocket message accepted, in bytes (fragments together).
+        max_fragments: Most frames one WebSocket message may come in (empty continuation
+            frames count); beyond, the connection is failed with 1009.
         compression: Accept permessage-deflate when a client offers it (off by default: it
             costs ~30 % throughput on loopback).
         ping_interval: Seconds between WebSocket pings (None: no pings).
@@ -134,6 +137,9 @@ class ServerConfig:
         4096, _COUNT, "most live environment instances, /ws sessions and /batch slots together"
     )
     max_frame: int = _option(16 * 2**20, _COUNT, "largest WebSocket message, bytes")
+    max_fragments: int = _option(
+        DEFAULT_MAX_FRAGMENTS, _COUNT, "most frames one WebSocket message may come in"
+    )
     compression: bool = False
     ping_interval: float | None = _option(20.0, _SECONDS, "seconds between WebSocket pings")
     ping_timeout: float | None = _option(20.0, _SECONDS, "seconds to wait for a pong")
@@ -233,6 +239,7 @@ class ServerConfig:
             handshake_timeout=self.handshake_timeout,
             idle_timeout=self.idle_timeout,
             max_frame=self.max_frame,
+            max_fragments=self.max_fragments,
             max_body=self.max_body,
             max_queue_bytes=self.max_queue_bytes,
             max_send_buffer=self.max_send_buffer,

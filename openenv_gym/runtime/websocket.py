@@ -36,6 +36,7 @@ from websockets.protocol import State
 from websockets.server import ServerProtocol
 from websockets.typing import Subprotocol
 
+from openenv_gym.protocol.fragments import FragmentAssembler, FragmentError
 from openenv_gym.protocol.frames import frame_head, frame_header, small_frames, whole_data_frame
 from openenv_gym.runtime.interfaces import MESSAGE_HEAD, Channel, Limits, Socket
 
@@ -44,12 +45,22 @@ try:
 except ImportError:  # pragma: no cover - websockets built without its C extension
     from websockets.utils import apply_mask
 
-__all__ = ["Link", "WebSocketStream"]
+__all__ = ["FRAMES_PER_TURN", "IDLE_TIMEOUT_HEADER", "KEEPALIVE_HEADER", "Link", "WebSocketStream"]
 
 logger = logging.getLogger("openenv_gym.runtime")
 
 _HOLD_BYTES = 256 * 1024
 """Replies held for the one write at the end of a read, at most (bytes); then written."""
+KEEPALIVE_HEADER = "OpenEnv-Gym-Keepalive"
+"""A client that sends this request header with the value ``ping`` on its upgrade asks for
+its WebSocket pings to count as activity for the idle timeout (by default only messages
+do): a client whose process is alive then keeps its sessions through a long pause."""
+IDLE_TIMEOUT_HEADER = "OpenEnv-Gym-Idle-Timeout"
+"""Response header of an accepted upgrade: the server's idle timeout, seconds (or ``none``),
+so a client knows how often to ping."""
+FRAMES_PER_TURN = 64
+"""Frames of one connection handled before other connections get a turn of the loop."""
+_DATA = (Opcode.TEXT, Opcode.BINARY, Opcode.CONT)
 
 
 class Link(Protocol):
@@ -94,10 +105,16 @@ class WebSocketStream:
     Args:
         connection: The TCP connection under it.
         subprotocol: The subprotocol the app chose, or None.
+        pings_count: The client asked for its pings to count as activity
+            (:data:`KEEPALIVE_HEADER`); otherwise only its messages do.
     """
 
-    def __init__(self, connection: Link, subprotocol: str | None) -> None:
+    def __init__(
+        self, connection: Link, subprotocol: str | None, *, pings_count: bool = False
+    ) -> None:
         self.connection = connection
+        self.pings_count = pings_count
+        """Whether the client's pings are activity for the idle timeout (its opt-in)."""
         limits = self.limits = connection.limits
         self.loop = connection.loop
         self.protocol = ServerProtocol(
@@ -109,8 +126,8 @@ class WebSocketStream:
             extensions=[ServerPerMessageDeflateFactory()] if limits.compression else None,
         )
         self.channel: Channel | None = None
-        self._fragments: list[bytes] = []
-        self._fragment_text = False
+        self._assembler = FragmentAssembler(limits.max_frame, limits.max_fragments)
+        self._backlog = b""  # the rest of a read, handled on the next turn (see _defer)
         # the receive path splits the peer's bytes at frame boundaries (see receive)
         self._rx_cut = b""  # the start of a frame header, cut by the end of a read
         self._rx_pass = 0  # bytes of the current frame still to give websockets' parser
@@ -139,6 +156,8 @@ class WebSocketStream:
         response = protocol.accept(events[0])
         if isinstance(response, WsResponse):
             response.headers["Server"] = self.limits.server_name
+            timeout = self.limits.idle_timeout
+            response.headers[IDLE_TIMEOUT_HEADER] = "none" if timeout is None else f"{timeout:g}"
         protocol.send_response(response)
         if response.status_code != 101:
             self.flush()
@@ -185,8 +204,13 @@ class WebSocketStream:
         """Give websockets' parser the peer's bytes, except large data frames (read here).
 
         The bytes are split at frame boundaries; frames before a large one are handled
-        before it, so messages keep their order. See :data:`MESSAGE_HEAD`.
+        before it, so messages keep their order. See :data:`MESSAGE_HEAD`. At most
+        :data:`FRAMES_PER_TURN` frame heads of it are handled now; the rest of the read waits
+        for the loop's next turn, reading paused (:meth:`_defer`).
         """
+        if self._backlog:  # reading is paused until it is handled: cannot happen, but
+            self._backlog += data
+            return
         if self._rx_message is None:
             if self._rx_pass >= len(data):  # inside a frame
                 self._rx_pass -= len(data)
@@ -199,16 +223,21 @@ class WebSocketStream:
                     return
                 # the usual read: one whole small masked frame (a JSON client's request
                 # comes behind its ping: two)
-                fragmented = small_frames(data, self._rx_fragmented)
-                if fragmented is not None:
-                    self._rx_fragmented = fragmented
-                    self._frames(data)
+                scanned = small_frames(data, self._rx_fragmented, FRAMES_PER_TURN)
+                if scanned is not None:
+                    end, self._rx_fragmented = scanned
+                    if end == len(data):
+                        self._frames(data)
+                        return
+                    self._frames(data[:end])
+                    self._defer(data[end:])
                     return
         if self._rx_cut:
             data, self._rx_cut = self._rx_cut + data, b""
         view = memoryview(data)
         end = len(data)
-        pos = run = 0  # bytes from `run` to `pos` are websockets', not given yet
+        pos = run = heads = 0  # bytes from `run` to `pos` are websockets', not given yet
+        rest = b""
         while pos < end:
             message = self._rx_message
             if message is not None:
@@ -228,6 +257,10 @@ class WebSocketStream:
                 self._rx_pass -= n
                 pos += n
                 continue
+            if heads == FRAMES_PER_TURN:  # the rest on the next turn
+                rest, end = bytes(view[pos:]), pos
+                break
+            heads += 1
             header = frame_header(view, pos)
             if header is None:  # cut by the end of this read: wait for the rest
                 self._rx_cut = bytes(view[pos:])
@@ -261,6 +294,24 @@ class WebSocketStream:
             pos += size
         if run < end:
             self._frames(bytes(view[run:end]) if run or end < len(data) else data)
+        if rest:
+            self._defer(rest)
+
+    def _defer(self, rest: bytes) -> None:
+        """Handle ``rest`` of a read on the loop's next turn: other connections go first."""
+        if self.connection.closed:
+            return
+        self._backlog = rest
+        self.connection.pause_reading("turn")
+        self.loop.call_soon(self._next_turn)
+
+    def _next_turn(self) -> None:
+        rest, self._backlog = self._backlog, b""
+        if self.connection.closed:
+            return
+        self.receive(rest)
+        if not self._backlog:
+            self.connection.resume_reading("turn")
 
     def _offer_head(self, message: _LargeMessage) -> None:
         """The message's first bytes have arrived: may the channel answer from them?"""
@@ -320,7 +371,7 @@ class WebSocketStream:
             protocol.state is State.OPEN
             and not protocol.extensions
             and not self._rx_fragmented
-            and len(self._fragments) == 0
+            and not self._assembler.under_way
         )
 
     def _message(self, frame: bytes, start: int) -> None:
@@ -356,17 +407,16 @@ class WebSocketStream:
             if not isinstance(frame, Frame):
                 continue
             opcode = frame.opcode
-            if opcode is Opcode.TEXT or opcode is Opcode.BINARY:
-                if frame.fin:
-                    self._deliver(bytes(frame.data), opcode is Opcode.TEXT)
-                else:
-                    self._fragments = [bytes(frame.data)]
-                    self._fragment_text = opcode is Opcode.TEXT
-            elif opcode is Opcode.CONT:
-                self._fragments.append(bytes(frame.data))
-                if frame.fin:
-                    whole, self._fragments = b"".join(self._fragments), []
-                    self._deliver(whole, self._fragment_text)
+            if opcode in _DATA:
+                try:
+                    message = self._assembler.receive(opcode.value, frame.fin, frame.data)
+                except FragmentError as exc:
+                    self._fail(exc.close_code, str(exc))
+                    return
+                if message is not None:
+                    self._deliver(message.data, message.text)
+            elif opcode is Opcode.PING and self.pings_count:  # the client's keepalive
+                self._seen = self.loop.time()
             elif (
                 opcode is Opcode.PONG
                 and self._ping_waiter is not None
@@ -480,6 +530,15 @@ class WebSocketStream:
             protocol.send_close(code, reason)
         self.flush()
         self.loop.call_later(5.0, self.connection.abort)  # the peer has this long to answer
+
+    def _fail(self, code: int, reason: str) -> None:
+        """Fail the connection (RFC 6455 7.1.7): a close frame, then the TCP connection closes.
+
+        Nothing more the peer sends is read.
+        """
+        logger.info("WebSocket failed: %s (%d)", reason, code)
+        self.protocol.fail(code, reason)
+        self.flush()
 
     def _idle_expired(self) -> None:
         timeout = self.limits.idle_timeout

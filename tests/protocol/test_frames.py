@@ -104,12 +104,21 @@ def test_small_frames_follows_fragmented_messages():
         masked(0x0, b"c"),
     )
     ping = masked(0x9, b"")
-    assert small_frames(b"", False) is False
-    assert small_frames(start, False) is True
-    assert small_frames(start + middle + ping, False) is True
-    assert small_frames(middle + end, True) is False
-    assert small_frames(masked(0x2, b"x") + ping, True) is False  # a data frame: whole
-    assert small_frames(ping, True) is True
+    assert small_frames(b"", False, 64) == (0, False)
+    assert small_frames(start, False, 64) == (len(start), True)
+    assert small_frames(start + middle + ping, False, 64) == (len(start + middle + ping), True)
+    assert small_frames(middle + end, True, 64) == (len(middle + end), False)
+    assert small_frames(masked(0x2, b"x") + ping, True, 64) == (
+        len(masked(0x2, b"x") + ping),
+        False,
+    )
+    assert small_frames(ping, True, 64) == (len(ping), True)
+
+
+def test_small_frames_stops_after_max_frames():
+    ping, start = masked(0x9, b""), masked(0x2, b"ab", fin=False)
+    assert small_frames(start + ping + b"garbage", False, 2) == (len(start + ping), True)
+    assert small_frames(ping * 5, False, 3) == (3 * len(ping), False)
 
 
 @pytest.mark.parametrize(
@@ -122,4 +131,4 @@ def test_small_frames_follows_fragmented_messages():
     ],
 )
 def test_small_frames_refuses_what_it_does_not_read(data):
-    assert small_frames(data, False) is None
+    assert small_frames(data, False, 64) is None
