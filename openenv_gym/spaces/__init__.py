@@ -8,14 +8,17 @@ any OpenEnv server from its ``GET /schema`` (``docs/spaces.md`` has the mapping 
 
 The package's modules:
 
-* :mod:`~openenv_gym.spaces.codec`: :class:`Codec`, the fast ``contains`` checks,
-  :func:`codec_for`, error messages about actions;
+* :mod:`~openenv_gym.spaces.printable`: Text over printable ASCII and its fast checks;
 * :mod:`~openenv_gym.spaces.convert`: converters between JSON values and space values;
 * :mod:`~openenv_gym.spaces.schema`: the one JSON-schema walker (spaces, tool parameters,
   example values, the ``enum`` -> ``Discrete`` mapping);
 * :mod:`~openenv_gym.spaces.fields`: the spaces of an action's and an observation's fields;
-* :mod:`~openenv_gym.spaces.generic`: :func:`codec_from_schema`;
-* :mod:`~openenv_gym.spaces.tools`: MCP tool servers.
+* :mod:`~openenv_gym.spaces.tools`: MCP tool servers (their tools, results as text);
+* :mod:`~openenv_gym.spaces.codec`: :class:`Codec`, :func:`codec_for`, error messages
+  about actions;
+* :mod:`~openenv_gym.spaces.generic`: :func:`codec_from_schema` (a tool server's included).
+
+Each imports only the ones listed before it.
 
 The game-specific codecs live with their environments (``openenv_gym_servers.wordle.gym``,
 ...); the names this module always had for them (:data:`WORDLE_OBS_MAX`,
@@ -28,18 +31,13 @@ import importlib
 from typing import Any
 
 from openenv_gym.spaces.codec import (
-    PRINTABLE,
     Codec,
     action_error,
     codec_for,
     describe_space,
     known_envs,
     short_repr,
-    to_printable,
     why_not_in,
-)
-from openenv_gym.spaces.codec import (
-    TEXT_CHARSET as TEXT_CHARSET,
 )
 from openenv_gym.spaces.codec import (
     ColumnDecoder as ColumnDecoder,
@@ -47,19 +45,26 @@ from openenv_gym.spaces.codec import (
 from openenv_gym.spaces.codec import (
     discrete_contains as discrete_contains,
 )
-from openenv_gym.spaces.codec import (
+from openenv_gym.spaces.generic import codec_from_schema
+from openenv_gym.spaces.printable import (
+    PRINTABLE,
+    to_printable,
+)
+from openenv_gym.spaces.printable import (
+    TEXT_CHARSET as TEXT_CHARSET,
+)
+from openenv_gym.spaces.printable import (
     printable_texts as printable_texts,
 )
-from openenv_gym.spaces.codec import (
+from openenv_gym.spaces.printable import (
     text_contains as text_contains,
 )
-from openenv_gym.spaces.codec import (
+from openenv_gym.spaces.printable import (
     text_space as text_space,
 )
-from openenv_gym.spaces.codec import (
+from openenv_gym.spaces.printable import (
     texts_contain as texts_contain,
 )
-from openenv_gym.spaces.generic import codec_from_schema
 from openenv_gym.spaces.schema import (
     DEFAULT_TEXT_LENGTH,
     GENERIC,

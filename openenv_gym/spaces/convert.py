@@ -1,10 +1,12 @@
 """Converters: one JSON value <-> one value of a Gymnasium space.
 
-Each ``_Conv`` holds its space and turns a wire (JSON) value into a value of it, back, and
-makes the value standing for null. :func:`_from_space` makes one for a space a user chose;
-:mod:`openenv_gym.spaces.schema` makes them from JSON schemas. Internal to
-:mod:`openenv_gym.spaces`.
+Each :class:`Converter` holds its space and turns a wire (JSON) value into a value of it,
+back, and makes the value standing for null. :func:`converter_for_space` makes one for a
+space a user chose; :mod:`openenv_gym.spaces.schema` makes them from JSON schemas. Used by
+the modules of :mod:`openenv_gym.spaces` (the package does not re-export them).
 """
+
+# ruff: noqa: D102 - each converter's decode / encode / zero is the one Converter documents
 
 from __future__ import annotations
 
@@ -16,9 +18,22 @@ import numpy as np
 from gymnasium import spaces
 
 from openenv_gym.exceptions import ConfigurationError, OpenEnvGymError, RemoteProtocolError
-from openenv_gym.spaces.codec import PRINTABLE, to_printable
+from openenv_gym.spaces.printable import PRINTABLE, to_printable
 
-__all__: list[str] = []
+__all__ = [
+    "ArrayConverter",
+    "BoolConverter",
+    "Converter",
+    "DictConverter",
+    "EnumConverter",
+    "FallbackConverter",
+    "IntConverter",
+    "SequenceConverter",
+    "TextConverter",
+    "TupleConverter",
+    "converter_for_space",
+    "enum_key",
+]
 
 
 def _bad(value: Any, what: str) -> RemoteProtocolError:
@@ -36,7 +51,7 @@ def _integer(value: Any) -> int:
     raise _bad(value, "an integer")
 
 
-class _Conv:
+class Converter:
     """Converts between one JSON value and one value of :attr:`space`."""
 
     __slots__ = ("space",)
@@ -56,7 +71,9 @@ class _Conv:
         raise NotImplementedError
 
 
-class _Text(_Conv):
+class TextConverter(Converter):
+    """A string as a Text space's value: cut to ``max_length``, cleaned to its charset."""
+
     __slots__ = ("_clean", "_filler", "_max", "_min")
 
     def __init__(self, space: spaces.Text) -> None:
@@ -80,7 +97,7 @@ class _Text(_Conv):
         return self._filler * self._min
 
 
-class _Int(_Conv):
+class IntConverter(Converter):
     """A Discrete space whose values are the integers sent on the wire."""
 
     __slots__ = ("_zero",)
@@ -100,7 +117,7 @@ class _Int(_Conv):
         return np.int64(self._zero)
 
 
-class _Bool(_Conv):
+class BoolConverter(Converter):
     """``Discrete(2)``: 0 is false, 1 is true."""
 
     __slots__ = ()
@@ -120,13 +137,14 @@ class _Bool(_Conv):
         return np.int64(0)
 
 
-def _enum_key(value: Any) -> Any:
+def enum_key(value: Any) -> Any:
+    """A hashable key of an ``enum`` value under which ``True`` and ``1`` stay apart."""
     if isinstance(value, str | int | float | bool):
         return (type(value), value)  # True and 1 stay apart
     return json.dumps(value, sort_keys=True, default=str)
 
 
-class _Enum(_Conv):
+class EnumConverter(Converter):
     """``Discrete(n)`` over the allowed values of an ``enum`` / ``const``.
 
     Integers are sorted, and ``start`` is the smallest when they are consecutive (then the
@@ -143,16 +161,16 @@ class _Enum(_Conv):
         else:
             unique: dict[Any, Any] = {}
             for value in values:
-                unique.setdefault(_enum_key(value), value)
+                unique.setdefault(enum_key(value), value)
             values = list(unique.values())
             start = 0
         self.values = values
         self._start = start
-        self._index = {_enum_key(v): i for i, v in enumerate(values)}
+        self._index = {enum_key(v): i for i, v in enumerate(values)}
         self.space = spaces.Discrete(len(values), start=start)
 
     def decode(self, value: Any) -> np.int64:
-        index = self._index.get(_enum_key(value))
+        index = self._index.get(enum_key(value))
         if index is None:
             raise _bad(value, f"one of {self.values}")
         return np.int64(self._start + index)
@@ -164,7 +182,7 @@ class _Enum(_Conv):
         return np.int64(self._start)
 
 
-class _Array(_Conv):
+class ArrayConverter(Converter):
     """Box (scalar when its shape is ``()``), MultiBinary, MultiDiscrete: numpy arrays."""
 
     __slots__ = ("_dtype", "_integer", "_shape")
@@ -203,12 +221,12 @@ class _Array(_Conv):
         return np.zeros(space.shape, dtype=space.dtype)
 
 
-class _Fallback(_Conv):
+class FallbackConverter(Converter):
     """``inner``, where null (or a missing field) reads as ``default``, else as its zero."""
 
     __slots__ = ("_default", "inner")
 
-    def __init__(self, inner: _Conv, default: Any = None) -> None:
+    def __init__(self, inner: Converter, default: Any = None) -> None:
         self.inner = inner
         self.space = inner.space
         self._default = None
@@ -234,13 +252,13 @@ class _Fallback(_Conv):
         return self.inner.decode(self._default)
 
 
-class _Seq(_Conv):
+class SequenceConverter(Converter):
     """Sequence: a tuple of item values, any length."""
 
     __slots__ = ("_item",)
 
-    def __init__(self, item: _Conv, space: spaces.Sequence | None = None) -> None:
-        self._item = _Fallback(item)
+    def __init__(self, item: Converter, space: spaces.Sequence | None = None) -> None:
+        self._item = FallbackConverter(item)
         self.space = space if space is not None else spaces.Sequence(item.space)
 
     def decode(self, value: Any) -> tuple[Any, ...]:
@@ -257,13 +275,13 @@ class _Seq(_Conv):
         return ()
 
 
-class _Tup(_Conv):
+class TupleConverter(Converter):
     """Tuple: a fixed number of values of their own spaces."""
 
     __slots__ = ("_items",)
 
-    def __init__(self, items: list[_Conv], space: spaces.Tuple[Any] | None = None) -> None:
-        self._items = [_Fallback(item) for item in items]
+    def __init__(self, items: list[Converter], space: spaces.Tuple[Any] | None = None) -> None:
+        self._items = [FallbackConverter(item) for item in items]
         self.space = space if space is not None else spaces.Tuple([i.space for i in items])
 
     def decode(self, value: Any) -> tuple[Any, ...]:
@@ -278,14 +296,15 @@ class _Tup(_Conv):
         return tuple(item.zero() for item in self._items)
 
 
-class _Dict(_Conv):
+class DictConverter(Converter):
     """Dict: the named fields of a JSON object (the others are ignored)."""
 
     __slots__ = ("fields",)
 
-    def __init__(self, fields: Mapping[str, _Conv], space: spaces.Dict | None = None) -> None:
+    def __init__(self, fields: Mapping[str, Converter], space: spaces.Dict | None = None) -> None:
         self.fields = {
-            k: c if isinstance(c, _Fallback) else _Fallback(c) for k, c in fields.items()
+            k: c if isinstance(c, FallbackConverter) else FallbackConverter(c)
+            for k, c in fields.items()
         }
         self.space = (
             space if space is not None else spaces.Dict({k: c.space for k, c in fields.items()})
@@ -303,24 +322,30 @@ class _Dict(_Conv):
         return {k: c.zero() for k, c in self.fields.items()}
 
 
-def _from_space(space: Any, where: str) -> _Conv:
+def converter_for_space(space: Any, where: str) -> Converter:
     """The converter of a space the user chose (``action_fields=`` / ``observation_fields=``).
 
     Raises:
         ConfigurationError: Not a space, or one we cannot convert to and from JSON.
     """
     if isinstance(space, spaces.Discrete):
-        return _Int(space)
+        return IntConverter(space)
     if isinstance(space, spaces.Box | spaces.MultiBinary | spaces.MultiDiscrete):
-        return _Array(space)
+        return ArrayConverter(space)
     if isinstance(space, spaces.Text):
-        return _Text(space)
+        return TextConverter(space)
     if isinstance(space, spaces.Dict):
-        return _Dict({k: _from_space(s, f"{where}[{k!r}]") for k, s in space.items()}, space)
+        return DictConverter(
+            {k: converter_for_space(s, f"{where}[{k!r}]") for k, s in space.items()}, space
+        )
     if isinstance(space, spaces.Tuple):
-        return _Tup([_from_space(s, f"{where}[{i}]") for i, s in enumerate(space)], space)
+        return TupleConverter(
+            [converter_for_space(s, f"{where}[{i}]") for i, s in enumerate(space)], space
+        )
     if isinstance(space, spaces.Sequence) and not space.stack:
-        return _Seq(_from_space(space.feature_space, f"{where}.feature_space"), space)
+        return SequenceConverter(
+            converter_for_space(space.feature_space, f"{where}.feature_space"), space
+        )
     raise ConfigurationError(
         f"{where}: {space!r} is not a space we can convert to and from JSON "
         "(use Discrete, Box, MultiBinary, MultiDiscrete, Text, Dict, Tuple or "

@@ -1,10 +1,10 @@
 """The one JSON-schema walker: schema nodes -> converters, field spaces, examples.
 
-:class:`_Reader` resolves ``$ref`` / ``allOf`` / ``X | None`` in one schema document and
+:class:`SchemaReader` resolves ``$ref`` / ``allOf`` / ``X | None`` in one schema document and
 builds a converter (:mod:`openenv_gym.spaces.convert`) for a node. Built on it:
 
-* the converters of an action's and an observation's fields (:func:`_action_fields`,
-  :func:`_observation_fields`), which :func:`~openenv_gym.spaces.codec_from_schema` makes
+* the converters of an action's and an observation's fields (:func:`action_converters`,
+  :func:`observation_converters`), which :func:`~openenv_gym.spaces.codec_from_schema` makes
   its spaces of;
 * :func:`schema_node` (a node with its references resolved: what the text interfaces
   read to type a tool's parameters);
@@ -24,28 +24,34 @@ import numpy as np
 from gymnasium import spaces
 
 from openenv_gym.exceptions import ConfigurationError
-from openenv_gym.spaces.codec import text_space
 from openenv_gym.spaces.convert import (
-    _Array,
-    _Bool,
-    _Conv,
-    _Dict,
-    _Enum,
-    _enum_key,
-    _Fallback,
-    _Int,
-    _Seq,
-    _Text,
-    _Tup,
+    ArrayConverter,
+    BoolConverter,
+    Converter,
+    DictConverter,
+    EnumConverter,
+    FallbackConverter,
+    IntConverter,
+    SequenceConverter,
+    TextConverter,
+    TupleConverter,
+    enum_key,
 )
+from openenv_gym.spaces.printable import text_space
 
 __all__ = [
     "DEFAULT_TEXT_LENGTH",
     "GENERIC",
+    "NOT_IN_ACTION",
+    "NOT_IN_OBSERVATION",
     "FieldSpaces",
+    "SchemaReader",
+    "brief_json",
+    "default_of",
     "deref",
     "enum_action",
     "example_value",
+    "json_text",
     "schema_node",
 ]
 
@@ -56,10 +62,10 @@ GENERIC = "generic"
 DEFAULT_TEXT_LENGTH = 4096
 """``max_length`` of the Text space of a JSON-schema string without ``maxLength``."""
 
-_NOT_IN_OBSERVATION = frozenset({"done", "reward", "metadata"})
+NOT_IN_OBSERVATION = frozenset({"done", "reward", "metadata"})
 """Observation fields that travel separately (``done``, ``reward``) or go to ``info``."""
 
-_NOT_IN_ACTION = frozenset({"metadata"})
+NOT_IN_ACTION = frozenset({"metadata"})
 """OpenEnv's base ``Action`` field: never sent."""
 
 _MAX_TUPLE = 64
@@ -144,16 +150,18 @@ def _without(node: Mapping[str, Any], key: str) -> dict[str, Any]:
     return {k: v for k, v in node.items() if k != key}
 
 
-def _default(node: Any) -> Any:
+def default_of(node: Any) -> Any:
+    """The ``default`` of a schema node (None if it has none)."""
     return node.get("default") if isinstance(node, Mapping) else None
 
 
-def _brief(node: Any) -> str:
+def brief_json(node: Any) -> str:
+    """A schema node (or any value) as compact JSON, cut to 120 characters (for messages)."""
     text = json.dumps(node, separators=(",", ":"), default=str)
     return text if len(text) <= 120 else text[:117] + "..."
 
 
-class _Reader:
+class SchemaReader:
     """Builds converters from one JSON schema document (a model's) and its ``$defs``.
 
     Args:
@@ -213,7 +221,7 @@ class _Reader:
             else frozenset(),
         )
 
-    def build(self, node: Any) -> _Conv | None:
+    def build(self, node: Any) -> Converter | None:
         """The converter of a schema node, or None when no space fits it."""
         if not isinstance(node, Mapping):
             return None
@@ -250,7 +258,7 @@ class _Reader:
             if not isinstance(values, list):
                 return None
             values = [v for v in values if v is not None]
-            return _Enum(values) if values else None
+            return EnumConverter(values) if values else None
         kind = node.get("type")
         if isinstance(kind, list):
             kinds = [k for k in kind if k != "null"]
@@ -265,7 +273,7 @@ class _Reader:
         if kind == "string":
             return self._string(node)
         if kind == "boolean":
-            return _Bool()
+            return BoolConverter()
         if kind in ("integer", "number"):
             return self._scalar(node, kind == "integer")
         if kind == "array":
@@ -274,24 +282,24 @@ class _Reader:
             return self._object(node)
         return None  # "null", free-form ({}), unknown types
 
-    def _string(self, node: Mapping[str, Any]) -> _Conv | None:
+    def _string(self, node: Mapping[str, Any]) -> Converter | None:
         low = _count(node, "minLength") or 0
         high = _count(node, "maxLength")
         if high is None:
             high = max(DEFAULT_TEXT_LENGTH, low)
         if high < low or high < 1:
             return None
-        return _Text(text_space(high, min_length=low))
+        return TextConverter(text_space(high, min_length=low))
 
-    def _scalar(self, node: Mapping[str, Any], integer: bool) -> _Conv | None:
+    def _scalar(self, node: Mapping[str, Any], integer: bool) -> Converter | None:
         bounds = _bounds(node, integer)
         if bounds is None:
             return None
         low, high = bounds
         if integer and math.isfinite(low) and math.isfinite(high):
-            return _Int(spaces.Discrete(int(high - low) + 1, start=int(low)))
+            return IntConverter(spaces.Discrete(int(high - low) + 1, start=int(low)))
         dtype = np.int64 if integer else np.float64
-        return _Array(spaces.Box(low, high, (), dtype))
+        return ArrayConverter(spaces.Box(low, high, (), dtype))
 
     def numeric(self, node: Any) -> tuple[bool, np.ndarray[Any, Any], np.ndarray[Any, Any]] | None:
         """``(integer, low, high)`` of a number or a fixed-shape array of numbers, else None."""
@@ -327,11 +335,11 @@ class _Reader:
             np.stack([p[2] for p in known]),
         )
 
-    def _array(self, node: Mapping[str, Any]) -> _Conv | None:
+    def _array(self, node: Mapping[str, Any]) -> Converter | None:
         numeric = self.numeric(node)
         if numeric is not None:
             integer, low, high = numeric
-            return _Array(_box(low, high, integer))
+            return ArrayConverter(_box(low, high, integer))
         size = _count(node, "maxItems")
         prefix = node.get("prefixItems")
         if isinstance(prefix, list) and prefix and size == len(prefix):
@@ -340,28 +348,29 @@ class _Reader:
             items = [self.build(node.get("items")) for _ in range(size)]
         else:
             item = self.build(node.get("items"))
-            return None if item is None else _Seq(item)
+            return None if item is None else SequenceConverter(item)
         known = [i for i in items if i is not None]
-        return _Tup(known) if len(known) == len(items) else None
+        return TupleConverter(known) if len(known) == len(items) else None
 
-    def _object(self, node: Mapping[str, Any]) -> _Conv | None:
+    def _object(self, node: Mapping[str, Any]) -> Converter | None:
         props, required = self.properties(node)
-        fields: dict[str, _Conv] = {}
+        fields: dict[str, Converter] = {}
         for key, sub in props.items():
             conv = self.build(sub)
             if conv is None:
                 if self.lossless or key in required:
                     return None
                 continue
-            fields[key] = _Fallback(conv, _default(sub))
-        return _Dict(fields) if fields else None  # free-form dicts (additionalProperties)
+            fields[key] = FallbackConverter(conv, default_of(sub))
+        return DictConverter(fields) if fields else None  # free-form dicts (additionalProperties)
 
 
 FieldSpaces = Mapping[str, spaces.Space[Any] | None]
 """Per-field choices: a field name -> the space to use for it, or None to leave it out."""
 
 
-def _show(value: Any) -> str:
+def json_text(value: Any) -> str:
+    """A string as it is, anything else as compact JSON (for text shown to a user or model)."""
     if isinstance(value, str):
         return value
     return json.dumps(value, separators=(",", ":"), default=str)
@@ -379,7 +388,7 @@ def deref(root: Mapping[str, Any], node: Any) -> Mapping[str, Any] | None:
     >>> deref(root, {"$ref": "#/$defs/B"}) is None
     True
     """
-    return _Reader(root, lossless=False).deref(node)
+    return SchemaReader(root, lossless=False).deref(node)
 
 
 def schema_node(root: Mapping[str, Any], node: Any) -> Mapping[str, Any]:
@@ -388,7 +397,7 @@ def schema_node(root: Mapping[str, Any], node: Any) -> Mapping[str, Any]:
     Sibling keys of a ``$ref`` (a field's ``description``) are kept. ``{}`` when ``node``
     is not a schema or cannot be resolved (a remote or recursive ``$ref``).
     """
-    reader = _Reader(root, lossless=False)
+    reader = SchemaReader(root, lossless=False)
     for _ in range(16):  # bounded: Optional[Optional[...]] nests only so deep
         resolved = reader.deref(node)
         if resolved is None:
@@ -430,14 +439,14 @@ def enum_action(values: list[Any]) -> tuple[spaces.Discrete, Callable[[Any], int
     real = [v for v in values if v is not None]
     if not real:
         raise ConfigurationError(f"an enum needs a value other than null: {values!r}")
-    conv = _Enum(real)
+    conv = EnumConverter(real)
     space = conv.space
     assert isinstance(space, spaces.Discrete)
     start = int(space.start)
     index = conv._index  # value key -> index
 
     def action(value: Any) -> int | None:
-        found = index.get(_enum_key(value))
+        found = index.get(enum_key(value))
         return None if found is None else start + found
 
     return space, action
@@ -473,13 +482,13 @@ def example_value(schema: Mapping[str, Any], node: Any = None) -> Any:
     ... )
     {'action_id': 2}
     """
-    value = _example(_Reader(schema, lossless=False), schema if node is None else node, 0)
+    value = _example(SchemaReader(schema, lossless=False), schema if node is None else node, 0)
     if value is _NO_EXAMPLE:
         raise LookupError("no example value fits the schema")
     return value
 
 
-def _example(reader: _Reader, node: Any, depth: int) -> Any:
+def _example(reader: SchemaReader, node: Any, depth: int) -> Any:
     for _ in range(16):  # a chain of $ref
         ref = node.get("$ref") if isinstance(node, Mapping) else None
         if not isinstance(ref, str):
@@ -524,7 +533,7 @@ def _example_number(node: Mapping[str, Any], integer: bool) -> float:
     return int(value) if integer else float(value)
 
 
-def _typed_example(reader: _Reader, kind: Any, node: Mapping[str, Any], depth: int) -> Any:
+def _typed_example(reader: SchemaReader, kind: Any, node: Mapping[str, Any], depth: int) -> Any:
     if kind == "string":
         length = max(1, int(node.get("minLength") or 0))
         if isinstance(node.get("maxLength"), int):
