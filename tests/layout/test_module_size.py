@@ -1,31 +1,89 @@
-"""Modules stay small, or say why not: over 600 lines, the docstring names its one concern."""
+"""Modules stay under a size: no module of openenv_gym over 700 lines.
+
+A long module is usually several concerns in one file; the split into modules is the proof
+that they are apart (websockets keeps frames, protocol, client and server apart, none over
+~770 lines). There is no exemption by docstring: :data:`BEING_SPLIT` names the modules over
+the limit today, each being split, and only shrinks (an entry under the limit fails).
+
+Docstrings are for users (mkdocstrings renders them on the API pages, ``help()`` prints
+them): a note to maintainers about a module's size belongs in a comment, if anywhere.
+"""
 
 from __future__ import annotations
 
 import ast
+import re
 from pathlib import Path
 
 import pytest
 
 PACKAGE = Path(__file__).resolve().parents[2] / "openenv_gym"
-LIMIT = 600
-MARK = "One cohesive concern"
+LIMIT = 700
+
+BEING_SPLIT: dict[str, str] = {
+    # issue 24: it goes when its split lands (the module then names no size either)
+    "vector.py": "the stepping engine becomes the vector/ package",
+}
+"""Modules over :data:`LIMIT` lines today, by path under openenv_gym/, and their split."""
+
+SIZE_NOTE_LEFT = {"runtime/httpapi.py", "transport/connection.py"}
+"""Modules under the limit whose docstring still carries the old size note (issue 24:
+removed by the splits of runtime/ and transport/); only shrinks, like BEING_SPLIT."""
+
+SIZE_NOTE = re.compile(r"cohesive concern|over \d+ lines", re.I)
 
 MODULES = sorted(PACKAGE.rglob("*.py"))
 
 
+def _name(path: Path) -> str:
+    return path.relative_to(PACKAGE).as_posix()
+
+
+def _lines(path: Path) -> int:
+    return len(path.read_text(encoding="utf-8").splitlines())
+
+
 def test_the_package_is_found() -> None:
-    assert PACKAGE / "vector.py" in MODULES
+    assert PACKAGE / "env.py" in MODULES
+    assert len(MODULES) > 50
 
 
-@pytest.mark.parametrize("path", MODULES, ids=lambda p: str(p.relative_to(PACKAGE)))
-def test_a_long_module_names_its_one_concern(path: Path) -> None:
-    source = path.read_text(encoding="utf-8")
-    lines = source.count("\n")
-    if lines <= LIMIT:
+@pytest.mark.parametrize("path", MODULES, ids=_name)
+def test_no_module_is_over_the_limit(path: Path) -> None:
+    if _name(path) in BEING_SPLIT:
         return
-    doc = ast.get_docstring(ast.parse(source)) or ""
-    assert MARK in doc, (
-        f"{path.relative_to(PACKAGE)} has {lines} lines: split it by job, or say in its "
-        f"docstring which one concern it is ('{MARK}, over {LIMIT} lines: ...')"
+    lines = _lines(path)
+    assert lines <= LIMIT, (
+        f"{_name(path)} has {lines} lines, over {LIMIT}: split it into modules of one concern each"
     )
+
+
+@pytest.mark.parametrize("name", sorted(BEING_SPLIT | dict.fromkeys(SIZE_NOTE_LEFT, "")))
+def test_the_lists_name_only_what_is_still_there(name: str) -> None:
+    path = PACKAGE / name
+    assert path.exists(), f"{name} is gone: remove it from the list"
+    if name in BEING_SPLIT:
+        assert _lines(path) > LIMIT, f"{name} is split: remove it from BEING_SPLIT"
+    else:
+        assert SIZE_NOTE.search(ast.get_docstring(ast.parse(path.read_text())) or "")
+
+
+@pytest.mark.parametrize("path", MODULES, ids=_name)
+def test_no_docstring_is_a_note_about_the_module_size(path: Path) -> None:
+    if _name(path) in BEING_SPLIT or _name(path) in SIZE_NOTE_LEFT:
+        return
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    nodes = [tree, *ast.walk(tree)]
+    docs = [
+        ast.get_docstring(node) or ""
+        for node in nodes
+        if isinstance(node, ast.Module | ast.ClassDef | ast.FunctionDef | ast.AsyncFunctionDef)
+    ]
+    notes = [m.group(0) for doc in docs for m in [SIZE_NOTE.search(doc)] if m]
+    assert notes == [], f"{_name(path)}: a maintainers' note in a docstring: {notes}"
+
+
+def test_the_size_note_is_recognised() -> None:
+    assert SIZE_NOTE.search("One cohesive concern, over 600 lines: the protocol")
+    assert SIZE_NOTE.search("... over 700 lines ...")
+    assert not SIZE_NOTE.search("A request of over 64 slots is answered in chunks.")
