@@ -174,8 +174,8 @@ class OpenEnvVectorEnv(VectorEnv[Any, Any, Any]):
         frame_size: Most sub-envs per batched frame (default None: one frame per server
             and operation). Smaller frames let the client decode the first replies while
             the server computes the next ones, but each frame costs a round of fixed work
-            on both sides; measured on 2 cores, one frame per server was fastest for Echo
-            at every N and within 10 % for Wordle (``benchmarks/README.md``).
+            on both sides; one frame per server is usually the fastest
+            (``benchmarks/README.md`` compares them).
         render_mode: ``None``, ``"ansi"`` or ``"rgb_array"`` (envs with a picture: Catch);
             ``render()`` gives one frame per sub-env.
         codec: Your own spaces and conversions.

@@ -3,10 +3,9 @@
 Every call of the package that talks to a server runs its socket I/O right here, on the
 thread that made the call: frames are written with ``send``, replies read when
 :mod:`~openenv_gym.transport.waiting` says the socket is readable, and nothing hops to
-another thread on the way. On the 2-core machines this project is measured on, a round
-trip through an event-loop thread costs about 150 µs more than the same round trip on the
-caller's thread (two cross-CPU wake-ups), more than a whole batched step of 64 Echo envs;
-see ``docs/architecture.md``.
+another thread on the way: a round trip through an event-loop thread would cost two
+cross-CPU wake-ups more than the same round trip on the caller's thread
+(``docs/architecture.md`` says how much).
 
 * :func:`open_websocket` connects (:mod:`~openenv_gym.transport.handshake`: TCP, optional
   HTTP ``CONNECT`` proxy, TLS, the upgrade) and returns a :class:`WebSocket`.
