@@ -59,6 +59,7 @@ def test_every_manifest_parses_and_is_documented() -> None:
         "secret.example.yaml": "Secret",
         "service.yaml": "Service",
         "statefulset.yaml": "StatefulSet",
+        "trainer-job.example.yaml": "Job",
     }
 
 
@@ -175,3 +176,67 @@ def test_service_urls_of_a_real_name_and_of_none() -> None:
     assert service_urls("127.0.0.1", 8001) == ["http://127.0.0.1:8001"]
     with pytest.raises(ProviderError, match="cannot resolve"):
         service_urls("no-such-host.invalid")
+
+
+def test_the_kustomization_overrides_the_statefulsets_image(statefulset: dict[str, Any]) -> None:
+    """``images:`` names the image the StatefulSet runs, so a registry is set in one place."""
+    (override,) = load("kustomization.yaml")["images"]
+    name, _, tag = container(statefulset)["image"].rpartition(":")
+    assert override["name"] == name
+    assert {"newName", "newTag"} <= set(override)
+    assert override["newTag"] == tag == image_name("wordle").rpartition(":")[2]
+    assert "kustomize edit set image" in (DEPLOY / "kustomization.yaml").read_text()
+    assert "`images:`" in DOCS
+
+
+@pytest.fixture(scope="module")
+def job() -> dict[str, Any]:
+    return load("trainer-job.example.yaml")
+
+
+def test_the_trainer_job_is_a_client_the_policy_lets_in(
+    job: dict[str, Any], statefulset: dict[str, Any]
+) -> None:
+    pod = job["spec"]["template"]
+    (rule,) = load("networkpolicy.yaml")["spec"]["ingress"]
+    wanted = rule["from"][0]["podSelector"]["matchLabels"]
+    assert wanted.items() <= pod["metadata"]["labels"].items()  # the client label
+    (trainer,) = pod["spec"]["containers"]
+    env = {entry["name"]: entry for entry in trainer["env"]}
+    ref = env["OPENENV_GYM_TOKEN"]["valueFrom"]["secretKeyRef"]
+    server_ref = env_of(statefulset)["OPENENV_GYM_TOKEN"]["valueFrom"]["secretKeyRef"]
+    assert ref == server_ref  # the token the servers demand
+    assert pod["spec"]["restartPolicy"] == "Never"
+    assert pod["spec"]["securityContext"]["runAsNonRoot"] is True
+    assert trainer["securityContext"]["allowPrivilegeEscalation"] is False
+    assert "trainer-job.example.yaml" not in load("kustomization.yaml")["resources"]
+
+
+@pytest.mark.integration
+def test_the_trainer_jobs_script_runs_against_servers(
+    job: dict[str, Any], statefulset: dict[str, Any], monkeypatch: pytest.MonkeyPatch, capsys
+) -> None:
+    """The Job's Python, as written, against two local Wordle servers standing in for the
+    StatefulSet's pods (its DNS names pointed at them), with the token from the env."""
+    import openenv_gym.providers.kubernetes as kubernetes
+    from openenv_gym.providers import LocalProvider
+
+    (trainer,) = job["spec"]["template"]["spec"]["containers"]
+    assert trainer["command"][:2] == ["python3", "-c"]
+    script = trainer["command"][2]
+    monkeypatch.setenv("OPENENV_GYM_TOKEN", "a-token-from-the-secret")
+    provider = LocalProvider("wordle", num_servers=2)
+    asked: list[tuple[str, int]] = []
+    try:
+        urls = provider.start()
+
+        def pods(name: str, replicas: int, **options: Any) -> list[str]:
+            asked.append((name, replicas))
+            return urls
+
+        monkeypatch.setattr(kubernetes, "statefulset_urls", pods)
+        exec(compile(script, "trainer-job.example.yaml", "exec"), {"__name__": "__main__"})
+    finally:
+        provider.close()
+    assert asked == [(statefulset["metadata"]["name"], statefulset["spec"]["replicas"])]
+    assert capsys.readouterr().out.startswith("64 games on 2 servers, mean reward ")
