@@ -4,16 +4,18 @@ OpenEnv's JSON replies carry no request id: a server that answers one step twice
 have every later step take the previous step's reply (a->a, b->b, c->b, d->c) unless the
 client notices the extra frame (``docs/protocol.md`` section 2.5). The batched protocol
 matches replies by id: one to an unknown or finished request ends the connection.
-Fake servers here are real ``websockets`` servers on 127.0.0.1.
+Fake servers here are real ``websockets`` servers on 127.0.0.1; a frame a server sends on
+its own is sent when the test says, and the test goes on once the server says it has sent
+it (``threading.Event`` s), never after a pause.
 """
 
 from __future__ import annotations
 
 import asyncio
-import time
+import threading
 
 import pytest
-from fault_support import detected, no_leftovers  # noqa: F401 - the fixture
+from fault_support import HANG, no_leftovers  # noqa: F401 - the fixture
 from websockets.asyncio.server import ServerConnection
 
 from openenv_gym.config import Timeouts
@@ -28,9 +30,29 @@ TIMEOUTS = Timeouts(connect=5.0, step=5.0, close=2.0)
 MESSAGES = "abcdefgh"
 
 
-def json_server(*, twice: str | None = None, push_after: str | None = None):
-    """An OpenEnv-like /ws server echoing ``m``: answers ``twice`` twice, and pushes an
-    unsolicited observation 0.2 s after answering ``push_after``."""
+class Signals:
+    """Two events between a test and its fake server: ``go`` (the test lets the server
+    send its unasked frame) and ``sent`` (the server has sent it)."""
+
+    def __init__(self) -> None:
+        self.go = threading.Event()
+        self.sent = threading.Event()
+
+    async def wait_go(self) -> None:
+        """On the server's loop: wait until the test says go (a hang fails the test)."""
+        assert await asyncio.to_thread(self.go.wait, HANG), "the test never said go"
+
+    def wait_sent(self) -> None:
+        """In the test: wait until the server has sent its frame."""
+        assert self.sent.wait(HANG), "the server never sent its frame"
+
+
+def json_server(
+    *, twice: str | None = None, push_after: str | None = None, signals: Signals | None = None
+):
+    """An OpenEnv-like /ws server echoing ``m``: answers ``twice`` twice, and after
+    answering ``push_after`` pushes an unsolicited observation once ``signals.go`` is set
+    (then sets ``signals.sent``)."""
 
     async def handler(ws: ServerConnection) -> None:
         session = op.ServerSession()
@@ -48,8 +70,10 @@ def json_server(*, twice: str | None = None, push_after: str | None = None):
                 for out in frames:  # the same reply again, at once
                     await ws.send(out)
             if push_after is not None and f'"m":"{push_after}"' in frames[0]:
-                await asyncio.sleep(0.2)
+                assert signals is not None
+                await signals.wait_go()
                 await ws.send(op.dumps({"type": "observation", "data": {"observation": {}}}))
+                signals.sent.set()
 
     return handler
 
@@ -82,22 +106,24 @@ def test_json_reply_sent_twice_ends_the_session(ws_server, protocol):
 
 
 def test_json_unsolicited_frame_while_idle_ends_the_session(ws_server):
-    url = ws_server(json_server(push_after="a"))
+    signals = Signals()
+    url = ws_server(json_server(push_after="a", signals=signals))
     session = open_session(url, protocol="json", timeouts=TIMEOUTS)
     try:
         session.reset()
         assert session.step({"m": "a"}).observation == {"m": "a"}
-        pushed = time.monotonic()
-        time.sleep(0.5)  # the server pushes a frame meanwhile
+        signals.go.set()  # the session is idle: now the server pushes a frame
+        signals.wait_sent()
         with pytest.raises(RemoteProtocolError, match="unsolicited"):
-            session.step({"m": "b"})
-        detected("unsolicited JSON frame (read at the next request)", pushed, 5.0)
+            session.step({"m": "b"})  # read at the next request
         assert session.closed
     finally:
         session.close()
 
 
 def test_json_unsolicited_error_frame_ends_the_session(ws_server):
+    sent = threading.Event()
+
     async def handler(ws: ServerConnection) -> None:
         session = op.ServerSession()
         async for frame in ws:
@@ -108,20 +134,22 @@ def test_json_unsolicited_error_frame_ends_the_session(ws_server):
                 await ws.send(out)
             error = {"type": "error", "data": {"code": "EXECUTION_ERROR", "message": "stray"}}
             await ws.send(op.dumps(error))  # a non-fatal error nobody asked for
+            sent.set()
 
     url = ws_server(handler)
     session = open_session(url, protocol="json", timeouts=TIMEOUTS)
     try:
         with pytest.raises(RemoteProtocolError, match="unsolicited"):
-            reset_then_step(session)  # the stray frame comes with the reply or after it
+            reset_then_step(session, sent)  # the stray frame comes with the reply or after it
         assert session.closed
     finally:
         session.close()
 
 
-def reset_then_step(session: Session) -> None:
+def reset_then_step(session: Session, sent: threading.Event) -> None:
+    """Reset; once the server has sent its stray frame, step."""
     session.reset()
-    time.sleep(0.3)
+    assert sent.wait(HANG), "the server never sent its stray frame"
     session.step({"m": "a"})
 
 
@@ -175,6 +203,8 @@ def test_batch_reply_to_no_pending_request_ends_the_connection(ws_server, twice_
 
 
 def test_json_session_ending_error_sent_unasked_is_the_servers_reason(ws_server):
+    signals = Signals()
+
     async def handler(ws: ServerConnection) -> None:
         session = op.ServerSession()
         async for frame in ws:
@@ -183,15 +213,17 @@ def test_json_session_ending_error_sent_unasked_is_the_servers_reason(ws_server)
                 session.send_observation({"m": "ok"}, 0.0, False)
             for out in session.data_to_send():
                 await ws.send(out)
-            await asyncio.sleep(0.1)  # then it gives up on the session, unasked
+            await signals.wait_go()  # then it gives up on the session, unasked
             error = {"type": "error", "data": {"code": "SESSION_ERROR", "message": "bye"}}
             await ws.send(op.dumps(error))
+            signals.sent.set()
 
     url = ws_server(handler)
     session = open_session(url, protocol="json", timeouts=TIMEOUTS)
     try:
         session.reset()
-        time.sleep(0.3)
+        signals.go.set()
+        signals.wait_sent()
         with pytest.raises(SessionError, match="bye"):
             session.step({"m": "a"})
         assert session.closed

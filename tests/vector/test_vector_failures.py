@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import signal
+import sys
 import threading
 import time
 from collections.abc import Callable
@@ -14,6 +15,9 @@ import pytest
 from gymnasium.error import ClosedEnvironmentError
 from openenv_gym_vector_envs import RAISE, SLOW, counter_codec
 from vector_checks import wait_gone
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "transport"))
+from blocked import wait_until_blocked
 
 from openenv_gym.exceptions import (
     EnvClosedError,
@@ -172,7 +176,7 @@ def test_close_from_another_thread_ends_a_waiting_step(
         envs.reset(options={"gate": str(gate)})
         worker = threading.Thread(target=step)
         worker.start()
-        time.sleep(0.3)
+        wait_until_blocked(worker)  # waiting for the servers: the path under test
         envs.close()
         worker.join(10)
         assert not worker.is_alive()
