@@ -1,8 +1,14 @@
-"""The vectorized generate -> act loop, with the tiny model on CPU (and vLLM on a GPU)."""
+"""The vectorized generate -> act loop, with the tiny model on CPU and under vLLM on a GPU.
+
+Both build their model here, from a config (no model hub: none is reachable from these
+machines). The vLLM test is marked ``gpu``: the marker's gate (tests/plugins/gpu_marker.py)
+skips it where there is no CUDA GPU, and it is the one test CI allows to skip.
+"""
 
 from __future__ import annotations
 
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import gymnasium
@@ -33,6 +39,18 @@ def secrets(envs: Any) -> list[str]:
     return [s["raw_state"]["game_state"]["secret_word"] for s in envs.call("state")]
 
 
+def assert_every_turn_stepped(envs: Any, episodes: list[Any]) -> None:
+    """Every episode played: one turn per model answer, each a step its server counted."""
+    assert episodes, "no episode was played"
+    steps = [state["step_count"] for state in envs.call("state")]
+    for episode, counted in zip(episodes, steps, strict=True):
+        assert episode.turns, "an episode with no turn"
+        answers = [m for m in episode.messages if m["role"] == "assistant"]
+        assert len(answers) == len(episode.turns)
+        assert all(turn.text for turn in episode.turns)
+        assert counted == len(episode.turns)  # the server stepped each turn
+
+
 def test_tiny_model_plays_vectorized_wordle_to_the_end(tokenizer: Any, wordle: Any) -> None:
     model = tiny_model(tokenizer)
     prompts_seen: list[int] = []
@@ -44,6 +62,7 @@ def test_tiny_model_plays_vectorized_wordle_to_the_end(tokenizer: Any, wordle: A
 
     episodes = play(wordle, counting, tokenizer=tokenizer, seed=0, max_turns=6)
     assert len(episodes) == 4
+    assert_every_turn_stepped(wordle, episodes)
     # the random model writes no [word]: the game answers with its invalid-move warning,
     # then ends the game at the second one; one generate call per turn for all four
     assert prompts_seen == [4, 4]
@@ -136,18 +155,55 @@ def test_vllm_generate_reads_the_first_output_of_each_request() -> None:
     assert seen == {"prompts": ["a", "b"], "params": "params", "use_tqdm": False}
 
 
-@pytest.mark.gpu
-def test_vllm_plays_wordle_on_a_gpu(wordle: Any) -> None:
-    if not torch.cuda.is_available():
-        pytest.skip("needs a CUDA GPU")
-    vllm = pytest.importorskip("vllm")
-    llm = vllm.LLM("Qwen/Qwen3-0.6B", gpu_memory_utilization=0.3)
-    params = vllm.SamplingParams(max_tokens=64, temperature=0.7)
-    episodes = play(
-        wordle,
-        vllm_generate(llm, params),
-        tokenizer=llm.get_tokenizer(),
-        seed=0,
-        chat_template_kwargs={"enable_thinking": False},
+def vllm_ready_model(tokenizer: Any, folder: Path) -> Path:
+    """The tiny chat model, shaped for vLLM's attention kernels, saved to ``folder``.
+
+    The CPU test's model has heads of 8 dimensions; vLLM's kernels take 64 and up, so this
+    one has 2 heads of 64 (128 wide, 2 layers: still about 0.3 M parameters). Random
+    weights: it writes nonsense, which is enough to drive every code path of ``play``.
+    """
+    from transformers import Qwen2Config, Qwen2ForCausalLM
+
+    torch.manual_seed(0)
+    config = Qwen2Config(
+        vocab_size=len(tokenizer),
+        hidden_size=128,
+        intermediate_size=256,
+        num_hidden_layers=2,
+        num_attention_heads=2,
+        num_key_value_heads=1,
+        max_position_embeddings=4096,
+        tie_word_embeddings=True,
+        pad_token_id=tokenizer.pad_token_id,
+        eos_token_id=tokenizer.eos_token_id,
+        bos_token_id=None,
     )
-    assert all(e.turns for e in episodes)
+    Qwen2ForCausalLM(config).save_pretrained(folder)
+    tokenizer.save_pretrained(folder)
+    return folder
+
+
+@pytest.mark.gpu
+def test_vllm_plays_wordle_with_a_model_built_here(
+    tokenizer: Any, wordle: Any, tmp_path: Path
+) -> None:
+    import vllm  # a GPU machine without vLLM is misconfigured: fail, do not skip
+
+    folder = vllm_ready_model(tokenizer, tmp_path / "tiny-qwen2")
+    llm = vllm.LLM(
+        str(folder),
+        dtype="float16",
+        max_model_len=4096,
+        gpu_memory_utilization=0.2,
+        enforce_eager=True,  # no CUDA graphs to capture for a model this small
+        seed=0,
+    )
+    params = vllm.SamplingParams(max_tokens=8, temperature=1.0, seed=0)
+    episodes = play(
+        wordle, vllm_generate(llm, params), tokenizer=llm.get_tokenizer(), seed=0, max_turns=6
+    )
+    assert len(episodes) == wordle.num_envs
+    assert_every_turn_stepped(wordle, episodes)
+    for episode in episodes:
+        assert "You are Playing Wordle." in episode.messages[1]["content"]
+        assert episode.done or len(episode.turns) == 6

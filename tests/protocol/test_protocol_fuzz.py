@@ -4,13 +4,16 @@
 * Our server frames are byte for byte what OpenEnv's Pydantic models produce, and our
   server-side validation errors are the ones Pydantic reports (section 2.6).
 * Arbitrary bytes or text fed to a decoder only ever raise ``RemoteProtocolError``; fed to a
-  server, they never raise but are answered (sections 2.6 and 3.6).
+  server, they never raise but are answered (sections 2.6 and 3.6). The arbitrary input
+  includes what docs/security.md lists as hostile: NaN and +-inf, lone surrogates, and
+  bytes that are not UTF-8 (in a JSON text frame or a msgpack ``str``).
 """
 
 from __future__ import annotations
 
 import json
 import math
+import struct
 from typing import Any, Literal
 
 import numpy as np
@@ -61,6 +64,44 @@ json_values = st.recursive(
     max_leaves=15,
 )
 json_objects = st.dictionaries(text, json_values, max_size=5)
+
+# ----------------------------------------- hostile input (docs/security.md, 2.6, 3.6)
+
+any_text = st.text(st.characters(), max_size=12)  # lone surrogates (category Cs) included
+any_float = st.floats()  # NaN, +inf, -inf included
+hostile_values = st.recursive(
+    st.none() | st.booleans() | st.integers(-(2**70), 2**70) | any_float | any_text,
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(any_text, inner, max_size=4),
+    max_leaves=15,
+)
+hostile_objects = st.dictionaries(any_text, hostile_values, max_size=5)
+
+
+def _dumps(value: Any, ascii_only: bool) -> str:
+    """JSON text as Python writes it: ``NaN``/``Infinity`` literals; a lone surrogate as a
+    ``\\ud800`` escape (``ascii_only``) or as itself (a str no UTF-8 can carry)."""
+    return json.dumps(value, ensure_ascii=ascii_only)
+
+
+hostile_json = st.builds(_dumps, hostile_values | hostile_objects, st.booleans())
+
+
+def _is_utf8(data: bytes) -> bool:
+    try:
+        data.decode("utf-8")
+    except UnicodeDecodeError:
+        return False
+    return True
+
+
+not_utf8 = st.binary(min_size=1, max_size=64).filter(
+    lambda b: not _is_utf8(b)
+) | st.builds(  # well-formed JSON around bytes that are not UTF-8
+    lambda head, bad: b'{"type":"step","data":{"message":"' + head + bad + b'"}}',
+    st.binary(max_size=8).filter(_is_utf8),
+    st.sampled_from([b"\xff", b"\xc3", b"\xed\xa0\x80", b"\xf8\x88\x80\x80\x80"]),
+)
+hostile_frames = hostile_json | not_utf8 | any_text
 
 
 # ---------------------------------------------------- 2.2 / 2.3: JSON round trips
@@ -263,11 +304,11 @@ def test_server_validation_matches_pydantic(kind: str, fields: dict[str, Any]) -
 
 dtypes = st.sampled_from(sorted(ALLOWED_DTYPES)).map(np.dtype)
 ndarrays = hnp.arrays(dtypes, hnp.array_shapes(min_dims=0, max_dims=3, min_side=0, max_side=4))
-mp_scalars = (
+mp_scalars = (  # msgpack carries NaN and +-inf; its str must be UTF-8 (no lone surrogates)
     st.none()
     | st.booleans()
     | st.integers(-(2**63), 2**64 - 1)
-    | finite
+    | any_float
     | text
     | st.binary(max_size=8)
 )
@@ -293,6 +334,8 @@ def same(a: Any, b: Any) -> bool:
         return isinstance(b, dict) and a.keys() == b.keys() and all(same(a[k], b[k]) for k in a)
     if isinstance(a, list):
         return isinstance(b, list) and len(a) == len(b) and all(map(same, a, b))
+    if isinstance(a, float) and math.isnan(a):
+        return isinstance(b, float) and math.isnan(b)
     return type(a) is type(b) and a == b
 
 
@@ -388,13 +431,30 @@ def assert_only_remote(call: Any, data: Any) -> None:
     assert error is None or isinstance(error, RemoteProtocolError), repr(error)
 
 
-frames = st.binary(max_size=64) | text
+def _mp_str(data: bytes) -> bytes:
+    """A msgpack ``str`` holding ``data`` as it is (UTF-8 or not)."""
+    if len(data) < 32:
+        return bytes([0xA0 | len(data)]) + data
+    return b"\xd9" + struct.pack(">B", len(data)) + data
+
+
+bad_mp_str = st.binary(max_size=40).filter(lambda b: not _is_utf8(b)).map(_mp_str)
+good_mp_str = st.sampled_from(["op", "id", "slots", "args", "versions", "obs", "errors"]).map(
+    lambda key: _mp_str(key.encode())
+)
+# maps whose keys or values are msgpack strs that are not UTF-8 (what msgpack refuses to
+# write, and a hostile peer writes anyway)
+msgpack_not_utf8 = st.lists(
+    st.tuples(bad_mp_str | good_mp_str, bad_mp_str | good_mp_str), min_size=1, max_size=4
+).map(lambda pairs: bytes([0x80 | len(pairs)]) + b"".join(k + v for k, v in pairs))
+
+frames = st.binary(max_size=64) | text | hostile_frames | msgpack_not_utf8
 
 
 @FUZZ
 @given(frames)
 def test_decoders_only_raise_remote_protocol_error(data: bytes | str) -> None:
-    """2.3/3.2/3.3: the decoders raise RemoteProtocolError or nothing."""
+    """2.3/3.2/3.3: the decoders raise RemoteProtocolError or nothing (hostile input too)."""
     assert_only_remote(decode_reply, data)
     assert_only_remote(decode_frame, data)
     if isinstance(data, bytes):
@@ -422,7 +482,10 @@ json_like_replies = st.fixed_dictionaries(
 
 
 @FUZZ
-@given(st.sampled_from(list(SessionState)), json_like_replies | json_values | text)
+@given(
+    st.sampled_from(list(SessionState)),
+    json_like_replies | json_values | text | hostile_json | hostile_values,
+)
 def test_client_session_only_raises_remote_protocol_error(state: SessionState, data: Any) -> None:
     """2.5: in any state, whatever arrives raises RemoteProtocolError or is one event."""
     client = ClientSession()
@@ -432,7 +495,7 @@ def test_client_session_only_raises_remote_protocol_error(state: SessionState, d
         client.send_state()
     elif state is SessionState.CLOSED:
         client.connection_lost()
-    frame = data if isinstance(data, str) else json.dumps(data)
+    frame = data if isinstance(data, str) else json.dumps(data, ensure_ascii=False)
     error = raised(client.receive_data, frame)
     if error is None:
         assert len(client.events_received()) == 1
@@ -442,7 +505,16 @@ def test_client_session_only_raises_remote_protocol_error(state: SessionState, d
 
 
 @FUZZ
-@given(frames | json_values.map(json.dumps) | json_objects.map(json.dumps))
+@given(
+    frames
+    | json_values.map(json.dumps)
+    | json_objects.map(json.dumps)
+    | hostile_objects.flatmap(
+        lambda data: st.sampled_from(["reset", "step", "state"]).map(
+            lambda kind: _dumps({"type": kind, "data": data}, ascii_only=False)
+        )
+    )
+)
 def test_server_session_answers_anything(data: bytes | str) -> None:
     """2.6: any frame becomes exactly one request event or exactly one error frame."""
     server = ServerSession()

@@ -32,6 +32,13 @@ def report(tmp_path: Path, *cases: str, tests: int | None = None) -> str:
 PASSED = '<testcase classname="t" name="ok"/>'
 GPU = '<testcase classname="t" name="gpu"><skipped message="needs a CUDA GPU"/></testcase>'
 TRL = '<testcase classname="t" name="trl"><skipped message="could not import trl"/></testcase>'
+MARKED = (
+    '<testcase classname="t" name="marked"><properties><property name="marker" value="gpu"/>'
+    '</properties><skipped message="marker gpu: no CUDA GPU here"/></testcase>'
+)
+UNMARKED = (  # the gpu skip message, but no gpu marker: not allowed by the marker
+    '<testcase classname="t" name="unmarked"><skipped message="needs a CUDA GPU"/></testcase>'
+)
 
 
 def test_passes_with_tests_and_no_skips(tmp_path: Path) -> None:
@@ -62,3 +69,22 @@ def test_command_line_exit_codes(tmp_path: Path) -> None:
     assert run(path) == 1
     assert run("--allow-skip", "needs a CUDA GPU", path) == 0
     assert run() == 1  # no report at all
+
+
+def test_a_skip_is_allowed_by_its_marker_not_its_message(tmp_path: Path) -> None:
+    path = report(tmp_path, PASSED, MARKED)
+    assert "t::marked" in (check_junit.check(path) or "")
+    assert check_junit.check(path, allowed_markers=("gpu",)) is None
+    path = report(tmp_path, PASSED, MARKED, UNMARKED)
+    why = check_junit.check(path, allowed_markers=("gpu",))
+    assert why is not None
+    assert "t::unmarked" in why
+    assert "t::marked" not in why
+
+
+def test_the_marker_on_the_command_line(tmp_path: Path) -> None:
+    path = report(tmp_path, PASSED, MARKED)
+    script = [sys.executable, str(SCRIPT)]
+    assert subprocess.run([*script, path], check=False).returncode == 1
+    marked = [*script, "--allow-skip-marker", "gpu", path]
+    assert subprocess.run(marked, check=False).returncode == 0

@@ -7,6 +7,9 @@ size (``docs/reliability.md``, section Soak)::
 
 Each test records what it measured (:class:`~soak_support.Figures`); the figures are
 printed in a "soak figures" section at the end of the run.
+
+The fuzz cases are drawn from a fresh seed each run, printed in the run's header and with
+any failure; ``OPENENV_GYM_SOAK_SEED=N`` draws run N's cases again.
 """
 
 from __future__ import annotations
@@ -14,7 +17,15 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 import pytest
-from soak_support import SCALE, Figures, descendants, raise_fd_limit, wait_until
+from soak_support import (
+    FUZZ_SEED,
+    SCALE,
+    SEED_VAR,
+    Figures,
+    descendants,
+    raise_fd_limit,
+    wait_until,
+)
 
 _FIGURES: list[Figures] = []
 
@@ -43,11 +54,16 @@ def figures(request: pytest.FixtureRequest) -> Figures:
     return recorded
 
 
+def pytest_report_header() -> str:
+    """The fuzz seed, first thing in the run's output."""
+    return f"soak fuzz seed: {FUZZ_SEED} (replay: {SEED_VAR}={FUZZ_SEED})"
+
+
 def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
     """Print the figures the soak tests recorded."""
     if not _FIGURES:
         return
-    terminalreporter.section(f"soak figures ({SCALE.name} size)")
+    terminalreporter.section(f"soak figures ({SCALE.name} size, fuzz seed {FUZZ_SEED})")
     for recorded in _FIGURES:
         if recorded.values:
             terminalreporter.write_line(recorded.line())

@@ -5,6 +5,11 @@ tests/soak/test_soak_oracle.py checks it refuses broken answers. The rules are t
 ``docs/protocol.md``, summed up in test_soak_fuzz.py's docstring. Each ``check_*``
 raises ``AssertionError`` naming the frame when the answer breaks them, and otherwise
 returns a short name of the answer (the fuzz run counts them).
+
+The verdict rests on :mod:`soak_wire`, which reads frames and answers with ``msgpack`` and
+``json`` and the spec written out again, never with our decoders: a bug our server and
+our client share would pass a check made with them. Our client protocols then read each
+answer too (a second check: our client must accept whatever our server sends).
 """
 
 from __future__ import annotations
@@ -16,17 +21,19 @@ from typing import Any
 import msgpack
 from soak_frames import Frame, RawCase
 from soak_support import Closed, receive
+from soak_wire import (
+    JSON_ERROR_CODES,
+    WireError,
+    batch_reply_problem,
+    json_reply_problem,
+    slot_observations,
+    unpack,
+)
 from websockets.sync.client import ClientConnection
 
 from openenv_gym.exceptions import RemoteProtocolError
 from openenv_gym.protocol import batch as bp
-from openenv_gym.protocol.openenv import (
-    ErrorCode,
-    ErrorReceived,
-    ObservationReceived,
-    StateReceived,
-    decode_reply,
-)
+from openenv_gym.protocol.openenv import decode_reply
 
 MAX_FRAME = 256 * 2**10
 """The fuzzed server's ``--max-frame``: small, so oversize frames are cheap to send."""
@@ -38,12 +45,10 @@ _PRESCAN = 64 * 2**10
 
 
 def _request_of(frame: Frame) -> dict[Any, Any] | None:
-    """The frame as the server reads it (a map), or None if it is no map."""
-    if frame.text:
-        return None
+    """The frame as the spec reads it (a map), or None if it is no map (3.2)."""
     try:
-        return bp.decode_frame(frame.data)  # type: ignore[arg-type]
-    except RemoteProtocolError:
+        return unpack(frame.data)
+    except WireError:
         return None
 
 
@@ -135,33 +140,49 @@ def check_batch_answer(frame: Frame, answer: bytes | str | Closed, version: int)
     request = _request_of(frame)
     early = _refused_from_its_keys(frame) if request is None else None
     try:
-        event = _reply_event(version, request or early, answer)
+        reply = unpack(answer)
+    except WireError as exc:
+        raise AssertionError(
+            f"{frame!r}: the answer is no frame ({exc}): {answer[:300]!r}"
+        ) from None
+    if early is not None and reply.get("op") == "error" and reply.get("id") is not None:
+        assert (reply.get("code"), reply.get("id")) == ("INVALID_REQUEST", early["id"]), (
+            f"{frame!r}: refused from its keys as {reply!r:.300}"
+        )
+        outcome = "INVALID_REQUEST (3.8, from the keys)"
+    else:
+        problem = batch_reply_problem(request, reply, version)
+        assert problem is None, f"{frame!r}: {problem}: {answer[:300]!r}"
+        outcome = _outcome(request, reply)
+    try:  # the second check: our client protocol takes it as well
+        _reply_event(version, request or early, answer)
     except RemoteProtocolError as exc:
         raise AssertionError(
-            f"{frame!r}: the reply breaks the protocol ({exc}): {answer[:300]!r}"
+            f"{frame!r}: our client refuses the reply ({exc}): {answer[:300]!r}"
         ) from None
-    if isinstance(event, bp.RequestFailed):
-        assert event.code in set(bp.FrameErrorCode), f"{frame!r}: unknown frame error {event}"
-        if early is not None and event.request_id is not None:
-            assert event.code == bp.FrameErrorCode.INVALID_REQUEST, f"{frame!r}: {event}"
-            return "INVALID_REQUEST (3.8, from the keys)"
-        if request is None:
-            assert (event.code, event.request_id) == (bp.FrameErrorCode.INVALID_FRAME, None), (
-                f"{frame!r} is no map: answered {event}"
-            )
-        return event.code
-    assert request is not None, f"{frame!r} is no request, yet answered {event!r}"
-    if isinstance(event, bp.BatchReplyReceived) and event.op is bp.Op.STEP:
-        sent = _sent_messages(request, len(event.slots))
-        for k, message in enumerate(sent):
-            observation = event.observation(k)
+    return outcome
+
+
+def _outcome(request: dict[Any, Any] | None, reply: dict[Any, Any]) -> str:
+    """The short name of a reply the spec allows; checks what a step echoed."""
+    op = reply.get("op")
+    if op == "error":
+        return str(reply["code"])
+    assert request is not None
+    if op == "hello":
+        return "HelloReceived"
+    slots = request.get("slots")
+    n = len(slots) if isinstance(slots, list) else 0
+    if op == "step":
+        sent = _sent_messages(request, n)
+        for k, (message, observation) in enumerate(
+            zip(sent, slot_observations(reply, n), strict=True)
+        ):
             if observation is not None and isinstance(message, str):
                 assert observation.get("echoed_message") == message, (
-                    f"{frame!r}: slot position {k} echoed {observation!r}"
+                    f"{request!r:.300}: slot position {k} echoed {observation!r:.300}"
                 )
-    if isinstance(event, bp.BatchReplyReceived) and event.errors:
-        return f"{event.op.value} with slot errors"
-    return type(event).__name__ if isinstance(event, bp.HelloReceived) else event.op.value
+    return f"{op} with slot errors" if reply.get("errors") else str(op)
 
 
 # -------------------------------------------------------------------------------- /ws
@@ -178,54 +199,59 @@ def _json_request(frame: Frame) -> Any:
         return None
 
 
+_ENDS_SESSION = frozenset({"CAPACITY_REACHED", "FACTORY_ERROR", "SESSION_ERROR"})  # 2.4
+
+
 def check_json_answer(frame: Frame, answer: bytes | str | Closed, ws: ClientConnection) -> str:
     """Check the server's answer to one frame on ``/ws``; what the answer was."""
     if frame.size > MAX_FRAME and isinstance(answer, Closed):
         assert answer.code == 1009, f"{frame!r} over max_frame: closed with {answer}"
         return "closed 1009"
-    if frame.text and not frame.utf8:  # RFC 6455 would fail the connection; not ours (2.6)
-        reply = decode_reply(answer) if isinstance(answer, str) else None
-        assert isinstance(reply, ErrorReceived), f"{frame!r}: not UTF-8, answered {answer!r}"
-        assert reply.code == ErrorCode.INVALID_JSON, f"{frame!r}: not UTF-8, answered {answer!r}"
-        return "INVALID_JSON (not UTF-8)"
     request = _json_request(frame)
     kind = request.get("type") if isinstance(request, dict) else None
     if isinstance(answer, Closed):
         why = f"{frame!r}: the server closed the session with {answer}"
         assert answer.code == 1000, why
+        assert frame.utf8, f"{why}: text that is not UTF-8 gets INVALID_JSON (2.6)"
         assert request == {"type": "close"}, f"{why}, but that is no 'close'"
         return "closed 1000 (close)"
     assert isinstance(answer, str), f"{frame!r}: a binary frame came back: {answer!r}"
-    try:
-        reply = decode_reply(answer)
+    problem, reply = json_reply_problem(answer)
+    assert problem is None, f"{frame!r}: {problem}: {answer[:300]!r}"
+    try:  # the second check: our client protocol takes it as well
+        decode_reply(answer)
     except RemoteProtocolError as exc:
-        raise AssertionError(f"{frame!r}: invalid reply ({exc}): {answer[:300]!r}") from None
-    if isinstance(reply, ObservationReceived):
+        raise AssertionError(f"{frame!r}: our client refuses ({exc}): {answer[:300]!r}") from None
+    reply_type, data = reply["type"], reply["data"]
+    if frame.text and not frame.utf8:  # RFC 6455 would fail the connection; not ours (2.6)
+        assert (reply_type, data.get("code")) == ("error", "INVALID_JSON"), (
+            f"{frame!r}: not UTF-8, answered {answer[:300]!r}"
+        )
+        return "INVALID_JSON (not UTF-8)"
+    if reply_type == "observation":
         assert kind in ("reset", "step"), (
             f"{frame!r} answered with an observation: {answer[:300]!r}"
         )
-        data = request.get("data")
-        message = data.get("message") if isinstance(data, dict) else None
+        sent = request.get("data")
+        message = sent.get("message") if isinstance(sent, dict) else None
         if kind == "step" and isinstance(message, str):
-            assert reply.observation.get("echoed_message") == message, (
+            assert data["observation"].get("echoed_message") == message, (
                 f"{frame!r}: echoed {answer[:300]!r}"
             )
         return f"{kind} observation"
-    if isinstance(reply, StateReceived):
+    if reply_type == "state":
         assert kind == "state", f"{frame!r} answered with a state: {answer[:300]!r}"
         return "state"
-    assert isinstance(reply, ErrorReceived)
-    assert reply.code in set(ErrorCode), f"{frame!r}: unknown error code in {answer[:300]!r}"
+    code = data["code"]
+    assert code in JSON_ERROR_CODES
     if not frame.text:
-        assert reply.code == ErrorCode.SESSION_ERROR, (
-            f"{frame!r} (binary) answered {answer[:300]!r}"
-        )
-    if reply.ends_session:
+        assert code == "SESSION_ERROR", f"{frame!r} (binary) answered {answer[:300]!r}"
+    if code in _ENDS_SESSION:
         closed = receive(ws)
-        why = f"{frame!r}: after {reply.code} the session must close with 1000, got {closed!r}"
+        why = f"{frame!r}: after {code} the session must close with 1000, got {closed!r}"
         assert isinstance(closed, Closed), why
         assert closed.code == 1000, why
-    return reply.code
+    return str(code)
 
 
 # ---------------------------------------------------------------------------- raw TCP

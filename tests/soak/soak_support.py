@@ -4,6 +4,8 @@ Not a test module (no ``test_`` prefix); the test modules of tests/soak import i
 
 * :data:`SCALE` -- the suite's size: the CI size unless ``OPENENV_GYM_SOAK_SCALE=full``
   (``docs/reliability.md``, section Soak).
+* :data:`FUZZ_SEED` -- this run's fuzz seed: a fresh one per run, printed in the run's
+  header; ``OPENENV_GYM_SOAK_SEED=N`` replays run N (``docs/testing.md``).
 * :func:`served` -- one real ``openenv-gym serve`` subprocess (through the local provider's
   :class:`~openenv_gym.providers.local.LocalServer`), stopped and reaped on exit.
 * :class:`Steady` -- a thread of well-behaved clients (one JSON ``/ws`` session, one
@@ -18,6 +20,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import random
 import resource
 import threading
 import time
@@ -84,6 +87,22 @@ def _scale() -> Scale:
 
 
 SCALE = _scale()
+
+SEED_VAR = "OPENENV_GYM_SOAK_SEED"
+
+
+def _seed() -> int:
+    text = os.environ.get(SEED_VAR, "").strip()
+    if not text:
+        return random.SystemRandom().randrange(2**32)
+    try:
+        return int(text)
+    except ValueError:
+        raise pytest.UsageError(f"{SEED_VAR} must be an integer, got {text!r}") from None
+
+
+FUZZ_SEED = _seed()
+"""The seed of this run's fuzz cases (each fuzz test draws from it)."""
 
 
 def raise_fd_limit(needed: int) -> None:

@@ -22,6 +22,11 @@ For each frame the server must, as ``docs/protocol.md`` says (:mod:`soak_oracle`
 Echoed messages must be the ones sent. Afterwards the well-behaved sessions must have
 stepped without one failure (every reply checked, step counts equal), the server must
 be alive, and its resident memory back within :data:`RSS_BOUND` of where it started.
+
+The oracle reads frames with ``msgpack`` and ``json`` (:mod:`soak_wire`), not with our
+decoders. The cases come from a fresh seed each run (:data:`soak_support.FUZZ_SEED`,
+printed in the run's header and in a failure), so runs explore different cases;
+``OPENENV_GYM_SOAK_SEED=N`` replays run N.
 """
 
 from __future__ import annotations
@@ -31,9 +36,10 @@ import contextlib
 import socket
 import time
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
-from hypothesis import HealthCheck, Phase, given, settings
+from hypothesis import HealthCheck, Phase, given, seed, settings
 from hypothesis import strategies as st
 from soak_frames import (
     OPEN_SLOTS,
@@ -54,7 +60,9 @@ from soak_oracle import (
 )
 from soak_support import (
     ANSWER_TIMEOUT,
+    FUZZ_SEED,
     SCALE,
+    SEED_VAR,
     Closed,
     Figures,
     Served,
@@ -89,16 +97,15 @@ HISTORY = 6
 """Frames a fuzzed connection remembers (the failing one and those before it)."""
 
 
-def fuzz_settings(cases: int) -> settings:
-    """Reproducible in CI: derandomized, no example database, no deadline, no shrinking.
+def fuzz_settings(cases: int) -> Any:
+    """This run's seed (:data:`FUZZ_SEED`), no example database, no deadline, no shrinking.
 
     Cases share connections (:class:`Lane`): a failure is reported as it happened, in
-    its context, rather than shrunk out of it.
+    its context (and with the seed that replays the run), rather than shrunk out of it.
     """
-    return settings(
+    chosen = settings(
         max_examples=cases,
         deadline=None,
-        derandomize=True,
         phases=[Phase.explicit, Phase.generate],
         report_multiple_bugs=False,
         database=None,
@@ -109,6 +116,11 @@ def fuzz_settings(cases: int) -> settings:
             HealthCheck.filter_too_much,
         ],
     )
+
+    def apply(test: Any) -> Any:
+        return seed(FUZZ_SEED)(chosen(test))
+
+    return apply
 
 
 @pytest.fixture(scope="module")
@@ -155,7 +167,8 @@ class Run:
     def __exit__(self, *exc_info: object) -> None:
         failures, settled, growth = self._measure()
         if self.failure is not None:  # the first failure as it happened, not its replay
-            raise AssertionError(self.failure) from exc_info[1]  # type: ignore[misc]
+            replay = f"(fuzz seed {FUZZ_SEED}; replay with {SEED_VAR}={FUZZ_SEED})"
+            raise AssertionError(f"{self.failure}\n{replay}") from exc_info[1]  # type: ignore[misc]
         if exc_info[0] is None:
             self._check(failures, settled, growth)
 
@@ -168,6 +181,7 @@ class Run:
         rss1 = self.server.rss()
         latencies = self.steady.latencies
         self.figures.values.update(
+            fuzz_seed=FUZZ_SEED,
             fuzz_cases=self.cases,
             cases_per_s=round(self.cases / elapsed) if elapsed else 0,
             steady_session_steps=self.steady.steps,

@@ -180,3 +180,47 @@ def test_the_raw_oracle_refuses_internal_errors() -> None:
     assert (
         check_raw_answer(RawCase("/ws", b"\x81"), upgraded + b"\x88\x02\x03\xea") == "closed 1002"
     )
+
+
+@pytest.fixture
+def credulous_client(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Our client decoders, broken to accept anything (a bug our server could share)."""
+    import soak_oracle
+
+    monkeypatch.setattr(soak_oracle, "decode_reply", lambda text: None)
+    monkeypatch.setattr(soak_oracle, "_reply_event", lambda *args: None)
+
+
+@pytest.mark.usefixtures("credulous_client")
+@pytest.mark.parametrize(
+    ("frame", "answer"),
+    [
+        (_step(3, [0], [{"message": "hi"}]), _step_reply(4, ["hi"])),  # another request's id
+        (_step(3, [0], [{"message": "a"}]), _step_reply(3, [None])),  # neither result nor error
+        (
+            _step(3, [0], [{"message": "a"}]),
+            _reply(op="step", id=3, obs=[{}], reward=np.zeros(1, "<f4"), done=np.zeros(1, bool)),
+        ),  # reward of the wrong dtype (3.4.3)
+        (Frame(b"\xc1", False, "bytes"), _reply(op="error", id=None, code="NEW", message="")),
+    ],
+)
+def test_the_batch_verdict_does_not_rest_on_our_decoders(
+    frame: Frame, answer: bytes | str | Closed
+) -> None:
+    with pytest.raises(AssertionError):
+        check_batch_answer(frame, answer, 1)
+
+
+@pytest.mark.usefixtures("credulous_client")
+@pytest.mark.parametrize(
+    "answer",
+    [
+        '{"type":"observation","data":{}}',  # malformed (2.3)
+        '{"type":"error","data":{"code":"NEW_CODE","message":""}}',  # undocumented (2.4)
+        '{"type":"observation","data":{"observation":{"echoed_message":"hi"},"done":1}}',
+        "not json",
+    ],
+)
+def test_the_json_verdict_does_not_rest_on_our_decoders(answer: str) -> None:
+    with pytest.raises(AssertionError):
+        check_json_answer(HI, answer, _NoSocket())  # type: ignore[arg-type]

@@ -1178,13 +1178,13 @@ def test_a_bad_spin_budget_is_logged_not_raised(
 
 def _spy_spins(monkeypatch: pytest.MonkeyPatch) -> list[float]:
     """Record every spin that ``wait_readable`` starts (the ``until`` it was given), and
-    check that it spins no longer than the budget ``wire.SPIN_S``."""
+    check that it spins no longer than the budget ``waiting.SPIN_S``."""
     spins: list[float] = []
     real = waiting._spin_readable
 
     def spy(sock: socket.socket, until: float) -> bool:
         # an upper bound on what the code asked for: a slow machine only makes it smaller
-        assert until - time.perf_counter() <= wire.SPIN_S, "a spin beyond the budget"
+        assert until - time.perf_counter() <= waiting.SPIN_S, "a spin beyond the budget"
         spins.append(until)
         return real(sock, until)
 
