@@ -15,6 +15,7 @@ Needs torch and the ``examples`` extra (tyro, matplotlib).
 
 from __future__ import annotations
 
+import os
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -61,8 +62,18 @@ class Args:
     """Where to write the learning curve (None: no plot)."""
     base_url: str | None = None
     """An existing server; default: start a local one."""
+    torch_threads: int | None = None
+    """torch's CPU threads (default: the CPUs the local server leaves, at least one)."""
     smoke: bool = False
     """A quick run that only checks everything works: 2 rollouts."""
+
+
+def torch_threads(requested: int | None, local_servers: int) -> int:
+    """Give torch the CPUs the local servers leave free (at least one): on a small machine
+    its default (every core) makes training and the servers fight for the same cores."""
+    threads = requested or max(1, (os.cpu_count() or 1) - local_servers)
+    torch.set_num_threads(threads)
+    return threads
 
 
 class Agent(nn.Module):
@@ -109,7 +120,9 @@ def train(args: Args) -> tuple[list[tuple[int, float]], float]:
         obs_np, _ = envs.reset(seed=args.seed)
         obs = torch.as_tensor(obs_np, dtype=torch.float32)
         done = torch.zeros(n)
-        for _ in range(max(1, args.total_steps // (n * steps))):
+        iterations = max(1, args.total_steps // (n * steps))
+        began = time.perf_counter()
+        for iteration in range(iterations):
             for t in range(steps):  # ---- rollout
                 buf_obs[t], buf_dones[t] = obs, done
                 with torch.no_grad():
@@ -159,6 +172,13 @@ def train(args: Args) -> tuple[list[tuple[int, float]], float]:
                     loss.backward()
                     nn.utils.clip_grad_norm_(agent.parameters(), 0.5)
                     optimizer.step()
+            recent = [r for _, r in points[-100:]]  # ---- progress, one line per rollout
+            print(
+                f"rollout {iteration + 1}/{iterations}: step {timestep:,}, mean return of the "
+                f"last {len(recent)} episodes {np.mean(recent) if recent else 0.0:+.2f}, "
+                f"{timestep / (time.perf_counter() - began):,.0f} env-steps/s (with training)",
+                flush=True,
+            )
     finally:
         envs.close()
     return points, timestep / env_seconds if env_seconds else 0.0
@@ -190,6 +210,8 @@ def plot(points: list[tuple[int, float]], path: Path) -> None:
 def main(args: Args) -> None:
     if args.smoke:
         args.total_steps = 2 * args.num_envs * args.num_steps
+    threads = torch_threads(args.torch_threads, 0 if args.base_url else 1)
+    print(f"torch threads: {threads}")
     points, rate = train(args)
     tenth = max(1, len(points) // 10)
     print(f"episodes: {len(points)}  env-steps/s inside envs.step: {rate:,.0f}")

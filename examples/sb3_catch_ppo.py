@@ -18,11 +18,13 @@ Needs the ``sb3`` and ``examples`` extras (stable-baselines3, tyro, matplotlib).
 
 from __future__ import annotations
 
+import os
 import time
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
+import torch
 import tyro
 from stable_baselines3 import PPO
 from stable_baselines3.common.callbacks import BaseCallback
@@ -47,22 +49,49 @@ class Args:
     """Where to write the learning curve (None: no plot)."""
     base_url: str | None = None
     """An existing server; default: start a local one."""
+    torch_threads: int | None = None
+    """torch's CPU threads (default: the CPUs the local server leaves, at least one)."""
+    progress_every: int = 4_096
+    """Environment steps between two progress lines."""
     smoke: bool = False
     """A quick run that only checks everything works: 2,048 steps, 20 episodes."""
 
 
-class Returns(BaseCallback):
-    """Keeps (timestep, episode return) of every finished training episode."""
+def torch_threads(requested: int | None, local_servers: int) -> int:
+    """Give torch the CPUs the local servers leave free (at least one): on a small machine
+    its default (every core) makes training and the servers fight for the same cores."""
+    threads = requested or max(1, (os.cpu_count() or 1) - local_servers)
+    torch.set_num_threads(threads)
+    return threads
 
-    def __init__(self) -> None:
+
+class Returns(BaseCallback):
+    """Keeps (timestep, episode return) of every finished training episode, and prints a
+    progress line every ``every`` steps."""
+
+    def __init__(self, total: int, every: int) -> None:
         super().__init__()
         self.points: list[tuple[int, float]] = []
+        self.total, self.every = total, every
+        self.next_report = every
+        self.started = time.perf_counter()
 
     def _on_step(self) -> bool:
         for info in self.locals["infos"]:
             episode = info.get("episode")
             if episode is not None:
                 self.points.append((self.num_timesteps, float(episode["r"])))
+        if self.num_timesteps >= self.next_report:
+            self.next_report += self.every
+            recent = [r for _, r in self.points[-100:]]
+            mean = f"{np.mean(recent):+.2f}" if recent else "n/a"
+            seconds = time.perf_counter() - self.started
+            print(
+                f"step {self.num_timesteps:,}/{self.total:,} "
+                f"({100 * self.num_timesteps / self.total:.0f} %): mean return of the last "
+                f"{len(recent)} episodes {mean}, {self.num_timesteps / seconds:,.0f} env-steps/s",
+                flush=True,
+            )
         return True
 
 
@@ -106,12 +135,14 @@ def plot(points: list[tuple[int, float]], path: Path, title: str) -> None:
 
 def main(args: Args) -> None:
     if args.smoke:
-        args.total_steps, args.eval_episodes = 2_048, 20
+        args.total_steps, args.eval_episodes, args.progress_every = 2_048, 20, 1_024
+    threads = torch_threads(args.torch_threads, 0 if args.base_url else 1)
+    print(f"torch threads: {threads}")
     kwargs = {} if args.base_url is None else {"base_url": args.base_url}
     venv = VecMonitor(make_sb3_vec_env("openenv/Catch-v0", args.num_envs, seed=args.seed, **kwargs))
     try:
         model = PPO("MlpPolicy", venv, n_steps=128, batch_size=256, seed=args.seed, verbose=0)
-        returns = Returns()
+        returns = Returns(args.total_steps, args.progress_every)
         started = time.perf_counter()
         model.learn(args.total_steps, callback=returns)
         seconds = time.perf_counter() - started

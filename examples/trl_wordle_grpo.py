@@ -5,7 +5,8 @@ Real run (a GPU, vLLM colocated with training, Qwen3):
     pip install "openenv-gym[trl]" vllm
     python examples/trl_wordle_grpo.py --model Qwen/Qwen3-0.6B --steps 200
 
-Smoke run (CPU, offline, a tiny random model, well under a minute):
+Smoke run (CPU, offline, a tiny random model, well under a minute; its generation is
+scripted to call the tool, since a random model never does):
 
     python examples/trl_wordle_grpo.py --smoke
 
@@ -24,11 +25,14 @@ The Wordle servers start locally (no Docker, no URL); ``--base-url`` uses a runn
 
 from __future__ import annotations
 
-import argparse
 import os
+import random
 import tempfile
 import time
-from dataclasses import dataclass, fields
+from dataclasses import dataclass
+from typing import Any, Literal
+
+import tyro
 
 os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")
 
@@ -41,39 +45,91 @@ LOCKSTEP_PROMPT = "You are playing Wordle. Answer each turn with one guess, like
 
 @dataclass
 class Args:
+    """GRPO on Wordle with TRL: the model plays through a guess(word) tool."""
+
     model: str = "Qwen/Qwen3-0.6B"
-    """the policy (a Hugging Face model id)"""
-    rollout: str = "tools"
-    """tools (environment_factory) | lockstep (vector_rollout_func)"""
+    """The policy (a Hugging Face model id)."""
+    rollout: Literal["tools", "lockstep"] = "tools"
+    """tools: environment_factory; lockstep: vector_rollout_func."""
     steps: int = 200
-    """GRPO steps"""
+    """GRPO steps."""
     tasks: int = 1000
-    """distinct secret words (the dataset's seed column)"""
+    """Distinct secret words (the dataset's seed column)."""
     num_generations: int = 8
-    """rollouts per GRPO group"""
+    """Rollouts per GRPO group."""
     batch_size: int = 8
-    """per-device train batch size"""
+    """Per-device train batch size."""
     base_url: str | None = None
-    """a running Wordle server; default: start a local one"""
+    """A running Wordle server; default: start a local one."""
     output_dir: str | None = None
-    """where TRL writes (default: a temporary directory)"""
+    """Where TRL writes (default: a temporary directory)."""
+    torch_threads: int | None = None
+    """torch's CPU threads (default: the CPUs the local server leaves, at least one)."""
     smoke: bool = False
-    """CPU, offline, the tiny random model, 2 steps"""
+    """CPU, offline, the tiny random model (scripted to call the tool), 2 steps."""
 
 
-def parse_args() -> Args:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    for f in fields(Args):
-        flag = "--" + f.name.replace("_", "-")
-        if f.type == "bool":
-            parser.add_argument(flag, action="store_true", help=f.name)
-        else:
-            kind = {"int": int}.get(str(f.type), str)
-            parser.add_argument(flag, type=kind, default=f.default)
-    args = Args(**vars(parser.parse_args()))
-    if args.rollout not in ("tools", "lockstep"):
-        parser.error(f"--rollout must be tools or lockstep, got {args.rollout!r}")
-    return args
+def torch_threads(requested: int | None, local_servers: int) -> int:
+    """Give torch the CPUs the local servers leave free (at least one): on a small machine
+    its default (every core) makes training and the servers fight for the same cores."""
+    import torch
+
+    threads = requested or max(1, (os.cpu_count() or 1) - local_servers)
+    torch.set_num_threads(threads)
+    return threads
+
+
+WORDS = ("crane", "slate", "audio", "pious", "mound", "light", "brick", "fjord")
+
+
+def scripted_generate(tokenizer: Any) -> Any:
+    """A generate for the smoke run: each turn calls ``guess`` with a word until the game
+    says it is over, then answers without a call. The tiny model's own text never calls a
+    tool, so without this the tools path would never step the env."""
+    import torch
+
+    rng = random.Random(0)
+    response = tokenizer.convert_tokens_to_ids("<tool_response>")
+
+    def answer(row: list[int]) -> str:
+        last = tokenizer.decode(row).split("<tool_response>")[-1] if response in row else ""
+        if "The episode is over" in last or "no more tool calls" in last:
+            return "Done.<|im_end|>"
+        word = rng.choice(WORDS)
+        call = '{"name": "guess", "arguments": {"word": "' + word + '"}}'
+        return f"<tool_call>\n{call}\n</tool_call><|im_end|>"
+
+    def generate(input_ids: Any, **_: Any) -> Any:
+        ids = [
+            tokenizer(answer(row), add_special_tokens=False)["input_ids"]
+            for row in input_ids.tolist()
+        ]
+        width = max(map(len, ids))
+        pad = tokenizer.pad_token_id
+        tail = torch.tensor([r + [pad] * (width - len(r)) for r in ids])
+        return torch.cat([input_ids, tail], dim=-1)
+
+    return generate
+
+
+def progress_callback(total: int) -> Any:
+    """A line per logged step: reward, tool calls and time (TRL's own bar aside)."""
+    from transformers import TrainerCallback
+
+    started = time.perf_counter()
+
+    class Progress(TrainerCallback):
+        def on_log(self, args: Any, state: Any, control: Any, logs: Any = None, **_: Any) -> None:
+            if logs and "reward" in logs:
+                calls = logs.get("tools/call_frequency")
+                tools = "" if calls is None else f", tool calls per rollout {calls:.2f}"
+                print(
+                    f"step {state.global_step}/{total}: reward {logs['reward']:.3f}{tools} "
+                    f"({time.perf_counter() - started:.1f} s)",
+                    flush=True,
+                )
+
+    return Progress()
 
 
 def build(args: Args):
@@ -117,13 +173,14 @@ def build(args: Args):
     return args.model, AutoTokenizer.from_pretrained(args.model), config
 
 
-def main() -> None:
-    args = parse_args()
+def main(args: Args) -> None:
     from datasets import Dataset
     from trl import GRPOTrainer
 
     from openenv_gym.integrations.trl import env_reward, environment_factory, vector_rollout_func
 
+    threads = torch_threads(args.torch_threads, 0 if args.base_url else 1)
+    print(f"torch threads: {threads}")
     model, tokenizer, config = build(args)
     tasks = 8 if args.smoke else args.tasks
     prompt = PROMPT if args.rollout == "tools" else LOCKSTEP_PROMPT
@@ -153,6 +210,9 @@ def main() -> None:
             train_dataset=dataset,
             rollout_func=rollout,
         )
+    trainer.add_callback(progress_callback(config.max_steps))
+    if args.smoke and args.rollout == "tools":
+        trainer.model.generate = scripted_generate(tokenizer)
     start = time.perf_counter()
     trainer.train()
     seconds = time.perf_counter() - start
@@ -171,4 +231,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    main(tyro.cli(Args))

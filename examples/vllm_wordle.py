@@ -13,11 +13,12 @@ locally unless ``--base-url`` points at one.
 
 from __future__ import annotations
 
-import argparse
+import os
 import time
-from dataclasses import dataclass, fields
+from dataclasses import dataclass
 
 import gymnasium
+import tyro
 
 import openenv_gym
 from openenv_gym.integrations.vllm import play, transformers_generate, vllm_generate
@@ -27,37 +28,41 @@ gymnasium.register_envs(openenv_gym)
 
 @dataclass
 class Args:
+    """Evaluate a model on N Wordle games at once: one batched generation per turn."""
+
     model: str = "Qwen/Qwen3-0.6B"
-    """the model vLLM serves"""
+    """The model vLLM serves."""
     num_envs: int = 64
-    """games played at once"""
+    """Games played at once."""
     seed: int = 0
-    """seed of game 0 (game i uses seed + i)"""
+    """Seed of game 0 (game i uses seed + i)."""
     max_tokens: int = 256
-    """most tokens per answer"""
+    """Most tokens per answer."""
     base_url: str | None = None
-    """a running Wordle server; default: start a local one"""
+    """A running Wordle server; default: start a local one."""
+    torch_threads: int | None = None
+    """torch's CPU threads with --smoke (default: the CPUs the local server leaves, >= 1)."""
     smoke: bool = False
-    """CPU, offline, the tiny random model, 4 games"""
+    """CPU, offline, the tiny random model, 4 games."""
 
 
-def parse_args() -> Args:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    for f in fields(Args):
-        flag = "--" + f.name.replace("_", "-")
-        if f.type == "bool":
-            parser.add_argument(flag, action="store_true", help=f.name)
-        else:
-            kind = {"int": int}.get(str(f.type), str)
-            parser.add_argument(flag, type=kind, default=f.default)
-    return Args(**vars(parser.parse_args()))
+def torch_threads(requested: int | None, local_servers: int) -> int:
+    """Give torch the CPUs the local servers leave free (at least one): on a small machine
+    its default (every core) makes training and the servers fight for the same cores."""
+    import torch
+
+    threads = requested or max(1, (os.cpu_count() or 1) - local_servers)
+    torch.set_num_threads(threads)
+    return threads
 
 
-def main() -> None:
-    args = parse_args()
+def main(args: Args) -> None:
     template: dict[str, object] = {}
     if args.smoke:
         from openenv_gym.integrations.tiny import tiny_model, tiny_tokenizer
+
+        threads = torch_threads(args.torch_threads, 0 if args.base_url else 1)
+        print(f"torch threads: {threads}")
 
         tokenizer = tiny_tokenizer()
         generate = transformers_generate(tiny_model(tokenizer), tokenizer, max_new_tokens=16)
@@ -97,4 +102,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    main(tyro.cli(Args))

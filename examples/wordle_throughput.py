@@ -15,15 +15,16 @@ autoreset. Read top to bottom:
 
 from __future__ import annotations
 
-import argparse
 import functools
 import logging
 import re
 import time
-from dataclasses import dataclass, fields
+from dataclasses import dataclass
+from typing import Literal
 
 import gymnasium
 import numpy as np
+import tyro
 from gymnasium.wrappers.vector import RecordEpisodeStatistics
 
 import openenv_gym
@@ -35,32 +36,24 @@ logger = logging.getLogger("wordle_throughput")
 
 @dataclass
 class Args:
+    """Play Wordle in N environments stepped in lockstep; print env-steps/s and the win rate."""
+
     num_envs: int = 256
-    """sub-environments stepped in lockstep"""
+    """Sub-environments stepped in lockstep."""
     seconds: float = 10.0
-    """how long to play (after a warm-up of a few steps)"""
+    """How long to play (after a warm-up of a few steps)."""
     seed: int = 0
-    """seed of sub-env 0 (sub-env i uses seed + i)"""
+    """Seed of sub-env 0 (sub-env i uses seed + i)."""
     base_url: str | None = None
-    """an existing server; default: start a local one"""
+    """An existing server; default: start a local one."""
     num_servers: int = 1
-    """local server processes"""
-    protocol: str | None = None
-    """auto | batch | json"""
+    """Local server processes."""
+    protocol: Literal["auto", "batch", "json"] | None = None
+    """The wire protocol (default: batch where the server offers it)."""
+    progress_every: float = 2.0
+    """Seconds between two progress lines."""
     smoke: bool = False
-    """a quick run: 16 envs, 2 seconds"""
-
-
-def parse_args() -> Args:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    for f in fields(Args):
-        flag = "--" + f.name.replace("_", "-")
-        if f.type == "bool":
-            parser.add_argument(flag, action="store_true", help=f"{f.name}")
-        else:
-            kind = {"int": int, "float": float}.get(str(f.type), str)
-            parser.add_argument(flag, type=kind, default=f.default)
-    return Args(**vars(parser.parse_args()))
+    """A quick run: 16 envs, 2 seconds."""
 
 
 FEEDBACK = re.compile(r"^([A-Z](?: [A-Z]){4})\n([GYX](?: [GYX]){4})$", re.MULTILINE)
@@ -97,8 +90,7 @@ class Player:
         return f"[{self.guess}]"
 
 
-def main() -> None:
-    args = parse_args()
+def main(args: Args) -> None:
     if args.smoke:
         args.num_envs, args.seconds = min(args.num_envs, 16), min(args.seconds, 2.0)
     logging.basicConfig(level=logging.INFO, format="%(message)s")
@@ -121,7 +113,17 @@ def main() -> None:
         obs, _ = envs.reset(seed=args.seed)
         done = np.zeros(args.num_envs, dtype=bool)
         start = time.perf_counter()
+        next_report = start + args.progress_every
         while time.perf_counter() - start < args.seconds:
+            if time.perf_counter() >= next_report:  # progress, every few seconds
+                next_report += args.progress_every
+                logger.info(
+                    "%5.1f s: %d env-steps, %d episodes, %d won",
+                    time.perf_counter() - start,
+                    steps,
+                    episodes,
+                    wins,
+                )
             for i in np.flatnonzero(done):  # NEXT_STEP: this step resets them
                 players[i] = Player()
             actions = [p.act(o) for p, o in zip(players, obs, strict=True)]
@@ -144,4 +146,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    main(tyro.cli(Args))

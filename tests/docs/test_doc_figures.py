@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import importlib.util
+import json
 import re
 from pathlib import Path
+from types import ModuleType
 
 import pytest
 
@@ -45,3 +48,43 @@ def test_spaces_md_shows_the_generic_echo_action_space():
     space = codec_from_schema(schema).action_space
     page = (ROOT / "docs" / "spaces.md").read_text(encoding="utf-8")
     assert f"env.action_space  # Text({space.min_length}, {space.max_length}, ...)" in page
+
+
+def _figures() -> ModuleType:
+    spec = importlib.util.spec_from_file_location("figures", ROOT / "benchmarks" / "figures.py")
+    assert spec is not None
+    assert spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.mark.parametrize("page", ["README.md", "docs/comparison.md"])
+def test_quoted_figures_come_from_the_latest_results_file(page: str) -> None:
+    """The README's and docs/comparison.md's figures are rendered from one run, the newest
+    with every figure they quote (``python benchmarks/figures.py`` writes them in)."""
+    figures = _figures()
+    run = figures.latest_run()
+    newest = max(RESULTS.glob("2*.jsonl"))
+    assert run.path == newest or not figures.Run(newest).complete()
+    text = (ROOT / page).read_text(encoding="utf-8")
+    assert figures.BLOCK.search(text), f"{page} has no figures block"
+    assert figures.rewrite(text, run) == text, (
+        f"{page} quotes other figures than run {run.id}: run python benchmarks/figures.py"
+    )
+
+
+def test_a_newer_run_changes_the_quoted_figures(tmp_path: Path) -> None:
+    """The check can fail: a run with other medians gives other text."""
+    figures = _figures()
+    run = figures.latest_run()
+    rows = [json.loads(line) for line in run.path.read_text().splitlines() if line.strip()]
+    for row in rows:
+        if row["kind"] == "step" and row["method"] == "a":
+            row["steps_per_s"] *= 2
+    later = tmp_path / "29991231T000000Z.jsonl"
+    later.write_text("".join(json.dumps(row) + "\n" for row in rows))
+    newer = figures.latest_run(tmp_path)
+    assert newer.id == later.stem
+    page = (ROOT / "README.md").read_text(encoding="utf-8")
+    assert figures.rewrite(page, newer) != page
