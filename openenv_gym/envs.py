@@ -8,12 +8,15 @@ and its Gymnasium options. The registry (:mod:`openenv_gym.registry`), the serve
 interfaces (:mod:`openenv_gym.integrations.text`), the images (:mod:`openenv_gym.images`) and
 the command line all read the table this module keeps.
 
-The environments we ship are the subpackages of ``openenv_gym_servers``, each with its record
-as ``RECORD`` in its ``record`` module: they are found on first use (no list of them
-anywhere).
-Others are added with :func:`openenv_gym.register_environment` (which also registers the
-Gymnasium id). A record names code as ``"module:attribute"`` strings, imported only when used,
-so reading the table imports no environment, model or game code.
+Installed environments register by a Python entry point in the group :data:`ENTRY_POINTS`
+(``openenv_gym.envs``): its name is the environment's name, its object the record (or a
+function that returns it). So ``pip install`` of a package that declares one is all it
+takes, in this process and in every ``openenv-gym serve`` process; the environments we ship
+(Wordle, Echo, Catch) are registered the same way, by openenv-gym's own distribution. An
+environment can also be added at run time with :func:`openenv_gym.register_environment`
+(which registers its Gymnasium id too). A record names code as ``"module:attribute"``
+strings, imported only when used, so reading the table imports no environment, model or
+game code.
 
 This module imports nothing of Gymnasium or the client side: the server runtime reads it too.
 """
@@ -22,36 +25,36 @@ from __future__ import annotations
 
 import importlib
 import importlib.util
-import json
-import os
-import pkgutil
-import sys
+import re
 import threading
-from collections.abc import Callable
+import warnings
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
+from importlib import metadata
 from pathlib import Path
 from typing import Any
 
 from openenv_gym.exceptions import ConfigurationError
 
 __all__ = [
-    "SERVERS_PACKAGE",
+    "DISTRIBUTION",
+    "ENTRY_POINTS",
     "EnvRecord",
     "add_environment",
     "builtin_names",
     "environment",
     "environments",
-    "exported_server",
+    "import_root",
+    "records_from",
     "resolve",
+    "serve_target",
 ]
 
-SERVERS_PACKAGE = "openenv_gym_servers"
-"""The package whose subpackages are the environments we ship (``servers/`` in the source)."""
+ENTRY_POINTS = "openenv_gym.envs"
+"""The entry-point group environments register in: ``name = "module:RECORD"``."""
 
-_EXPORT_VAR = "OPENENV_GYM_ENVIRONMENTS"
-"""Where :func:`add_environment` leaves the servers of added environments for child
-processes (``openenv-gym serve NAME`` started by the local provider): JSON
-``{name: [module:Class, import root or null]}``."""
+DISTRIBUTION = "openenv-gym"
+"""The distribution whose entry points are the environments we ship."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -150,65 +153,91 @@ def resolve(
 
 
 _lock = threading.RLock()
-_builtin: dict[str, EnvRecord] | None = None
-_added: dict[str, EnvRecord] = {}
+_installed: dict[str, EnvRecord] | None = None  # by entry points; read once per process
+_builtin: tuple[str, ...] = ()  # the names of those openenv-gym itself registers
+_added: dict[str, EnvRecord] = {}  # register_environment
+
+
+def records_from(entries: Iterable[metadata.EntryPoint]) -> dict[str, EnvRecord]:
+    """The records ``entries`` name, by name, in the order given.
+
+    Each entry's object is an :class:`EnvRecord`, or a function that returns one; its name
+    must be the record's. An entry that cannot be loaded, names something else, or takes a
+    name or id another entry took first is left out with a :class:`RuntimeWarning` saying
+    why: one broken package does not break the others, nor ``import openenv_gym``.
+    """
+    found: dict[str, EnvRecord] = {}
+    ids: dict[str, str] = {}
+    for entry in entries:
+        where = f"entry point {entry.name!r} ({entry.value}) of group {entry.group!r}"
+        try:
+            record = _load(entry)
+        except Exception as exc:  # whatever the package raises: it is left out, not us
+            _left_out(f"{where} cannot be loaded: {type(exc).__name__}: {exc}")
+            continue
+        if not isinstance(record, EnvRecord):
+            _left_out(f"{where} is {record!r}, not an EnvRecord (or a function making one)")
+        elif record.name != entry.name:
+            _left_out(f"{where} names the record {record.name!r}: the names must be equal")
+        elif record.name in found:
+            _left_out(f"{where}: {record.name!r} is registered already")
+        elif record.env_id in ids:
+            _left_out(f"{where}: {record.env_id!r} is the id of {ids[record.env_id]!r}")
+        else:
+            found[record.name] = record
+            ids[record.env_id] = record.name
+    return found
+
+
+def _load(entry: metadata.EntryPoint) -> Any:
+    obj = entry.load()
+    return obj() if callable(obj) and not isinstance(obj, EnvRecord) else obj
+
+
+def _left_out(why: str) -> None:
+    warnings.warn(f"openenv-gym leaves out an environment: {why}", RuntimeWarning, stacklevel=2)
+
+
+def _normalized(name: str) -> str:
+    return re.sub(r"[-_.]+", "-", name).lower()
+
+
+def _ranked(records: dict[str, EnvRecord]) -> dict[str, EnvRecord]:
+    return dict(sorted(records.items(), key=lambda kv: (kv[1].rank, kv[0])))
 
 
 def _discover() -> dict[str, EnvRecord]:
-    """The records of the subpackages of ``openenv_gym_servers`` (``<package>.record.RECORD``)."""
-    global _builtin
+    """The records every installed distribution registers: openenv-gym's first."""
+    global _installed, _builtin
     with _lock:
-        if _builtin is None:
-            found: dict[str, EnvRecord] = {}
-            try:
-                package = importlib.import_module(SERVERS_PACKAGE)
-            except ImportError:  # pragma: no cover - always installed with openenv-gym
-                package = None
-            paths = getattr(package, "__path__", ())
-            for info in sorted(pkgutil.iter_modules(paths), key=lambda i: i.name):
-                if not info.ispkg:
-                    continue
-                name = f"{SERVERS_PACKAGE}.{info.name}.record"
-                try:
-                    module = importlib.import_module(name)
-                except ModuleNotFoundError as exc:
-                    if exc.name != name:
-                        raise
-                    continue  # a package without a record: not an environment
-                record = getattr(module, "RECORD", None)
-                if record is None and getattr(module.__spec__, "_initializing", False):
-                    record = _fresh_record(module)
-                if isinstance(record, EnvRecord):
-                    found[record.name] = record
-            _builtin = found
-        return _builtin
+        if _installed is None:
+            entries = list(metadata.entry_points(group=ENTRY_POINTS))
+            ours = [e for e in entries if _dist_name(e) == DISTRIBUTION]
+            theirs = sorted((e for e in entries if e not in ours), key=lambda e: e.name)
+            found = records_from([*ours, *theirs])  # ours win a clash of names or ids
+            names = {e.name for e in ours}
+            shipped = _ranked({n: r for n, r in found.items() if n in names})
+            others = _ranked({n: r for n, r in found.items() if n not in names})
+            _installed = {**shipped, **others}
+            _builtin = tuple(shipped)
+        return _installed
 
 
-def _fresh_record(module: Any) -> Any:
-    """The ``RECORD`` of a record module that is importing us (it was imported first).
-
-    Its import is stopped at its own ``from openenv_gym.envs import EnvRecord``, which runs
-    ``import openenv_gym`` and so this discovery: a copy of it is run to read its record.
-    """
-    spec = module.__spec__
-    copy = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(copy)
-    return getattr(copy, "RECORD", None)
+def _dist_name(entry: metadata.EntryPoint) -> str:
+    dist = entry.dist
+    return "" if dist is None else _normalized(dist.name)
 
 
 def builtin_names() -> tuple[str, ...]:
     """The names of the environments we ship, in the order of their records' ``rank``."""
-    return tuple(_ordered(_discover()))
-
-
-def _ordered(records: dict[str, EnvRecord]) -> dict[str, EnvRecord]:
-    return dict(sorted(records.items(), key=lambda kv: (kv[1].rank, kv[0])))
+    _discover()
+    return _builtin
 
 
 def environments() -> dict[str, EnvRecord]:
-    """Every record by name: the shipped ones first, then those added."""
+    """Every record by name: the shipped ones, the other installed ones, then those added."""
     with _lock:
-        return {**_ordered(_discover()), **_added}
+        return {**_discover(), **_added}
 
 
 def environment(name: str) -> EnvRecord | None:
@@ -217,11 +246,9 @@ def environment(name: str) -> EnvRecord | None:
 
 
 def add_environment(record: EnvRecord, *, replace: bool = False) -> None:
-    """Add ``record`` to the table (:func:`openenv_gym.register_environment` calls this).
+    """Add ``record`` to the table of this process (:func:`openenv_gym.register_environment`).
 
-    Its server is also left in ``OPENENV_GYM_ENVIRONMENTS`` so that a child process (the
-    local provider's ``openenv-gym serve NAME``) can import it, with the directory its
-    module is imported from.
+    The servers this process starts find it too: :func:`serve_target` tells a provider how.
 
     Raises:
         ConfigurationError: Not a record, or its name or id is taken (unless ``replace``).
@@ -239,47 +266,31 @@ def add_environment(record: EnvRecord, *, replace: bool = False) -> None:
                     f"{record.env_id!r} is the id of {ids[record.env_id].name!r}"
                 )
         _added[record.name] = record
-        exported = _exported()
-        exported[record.name] = [record.server, _import_root(record.server)]
-        os.environ[_EXPORT_VAR] = json.dumps(exported)
 
 
-def _import_root(target: str) -> str | None:
-    """The ``sys.path`` entry the module of ``target`` is imported from, if it is loaded."""
-    module_name = target.partition(":")[0]
-    top = module_name.partition(".")[0]
-    module = sys.modules.get(top)
-    file = getattr(module, "__file__", None)
-    if file is None:
-        return None
-    path = Path(file).resolve().parent
-    if Path(file).name == "__init__.py":
-        path = path.parent
-    return str(path)
+def serve_target(name: str) -> tuple[str, str | None]:
+    """What another process is told to serve for ``name``, and where it imports it from.
 
-
-def _exported() -> dict[str, list[Any]]:
-    from openenv_gym.config import env_str
-
-    text = env_str(_EXPORT_VAR)
-    if not text:
-        return {}
-    try:
-        value = json.loads(text)
-    except ValueError:
-        return {}
-    return value if isinstance(value, dict) else {}
-
-
-def exported_server(name: str) -> str | None:
-    """The server of an environment a parent process added (``OPENENV_GYM_ENVIRONMENTS``).
-
-    The directory its module is imported from is put on ``sys.path`` first.
+    An installed environment (an entry point) or a ``module:Class`` is served as it is
+    named: ``(name, None)``. One added in this process with
+    :func:`openenv_gym.register_environment` is unknown to a new process, so it is served by
+    its class, ``(record.server, directory)``, with the directory its top-level package is
+    imported from here (None when that is not a directory of its own).
     """
-    entry = _exported().get(name.lower())
-    if not isinstance(entry, list) or not entry or not isinstance(entry[0], str):
+    record = _added.get(name.lower())
+    if record is None:
+        return name, None
+    return record.server, import_root(record.server)
+
+
+def import_root(target: str) -> str | None:
+    """The ``sys.path`` entry the top-level package of ``module:attribute`` is found in."""
+    top = target.partition(":")[0].partition(".")[0]
+    try:
+        spec = importlib.util.find_spec(top)
+    except (ImportError, ValueError):
         return None
-    root = entry[1] if len(entry) > 1 else None
-    if isinstance(root, str) and root not in sys.path:
-        sys.path.append(root)
-    return entry[0]
+    if spec is None or spec.origin is None or not spec.has_location:
+        return None
+    path = Path(spec.origin).resolve()
+    return str(path.parent.parent if path.name == "__init__.py" else path.parent)

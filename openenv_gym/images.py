@@ -10,8 +10,8 @@ server with ``--build-arg SERVER=NAME``, tagged :func:`~openenv_gym.providers.do
 
 What is built for an environment is its :class:`ImageRecipe` (:func:`image_recipe`): the
 shipped environments (their :class:`~openenv_gym.envs.EnvRecord` says ``image=True``) use
-the Dockerfile as it is; an environment added with
-:func:`openenv_gym.register_environment` gets its package's source copied into the image
+the Dockerfile as it is; any other environment (installed, or added with
+:func:`openenv_gym.register_environment`) gets its package's source copied into the image
 too, and the image serves its ``module:Class``.
 """
 
@@ -22,7 +22,6 @@ import collections
 import hashlib
 import importlib
 import io
-import json
 import logging
 import subprocess
 import sys
@@ -56,7 +55,7 @@ __all__ = [
 logger = logging.getLogger("openenv_gym.images")
 
 SERVERS: tuple[str, ...] = tuple(
-    name for name, record in envs.environments().items() if record.image
+    name for name in envs.builtin_names() if envs.environments()[name].image
 )
 """The servers an image is built for by default: the shipped environments'."""
 
@@ -120,12 +119,11 @@ def image_recipe(name: str, *, base_image: str | None = None) -> ImageRecipe:
         package = _package_dir(record.server)
         where = f"{_SOURCES}/{package.name}"
         sources[where] = package
-        # `openenv-gym serve NAME` finds the server as a child of register_environment does
-        served = json.dumps({record.name: [record.server, f"/opt/openenv-gym/{_SOURCES}"]})
+        # the image has its source, not its distribution: it serves the class by name
         dockerfile += (
-            "\n# an environment added with openenv_gym.register_environment: its package\n"
+            "\n# an environment openenv-gym does not ship: its package, and its class served\n"
             f"COPY {where} /opt/openenv-gym/{where}\n"
-            f"ENV OPENENV_GYM_ENVIRONMENTS='{served}'\n"
+            f"ENV PYTHONPATH=/opt/openenv-gym/{_SOURCES} OPENENV_GYM_SERVER={record.server}\n"
         ).encode()
     return ImageRecipe(
         record.name,

@@ -14,7 +14,8 @@ Every id takes the keyword arguments of :class:`~openenv_gym.env.OpenEnvEnv`
     gymnasium.make("openenv/Generic-v0", base_url="https://openenv-echo-env.hf.space")
 
 The ids are those of the :class:`~openenv_gym.envs.EnvRecord` table (the environments we
-ship, and those added with :func:`register_environment`), plus ``openenv/Generic-v0``.
+ship, those other installed packages register by entry points, and those added with
+:func:`register_environment`), plus ``openenv/Generic-v0``.
 
 ``nondeterministic`` (what ``gymnasium.utils.env_checker.check_env`` reads) is False for
 Wordle, Echo and Catch, whose servers replay an episode exactly from its seed, and True
@@ -95,8 +96,9 @@ def register_envs() -> None:
 def register_environment(record: EnvRecord, *, replace: bool = False) -> None:
     """Add an environment: its record joins the table, its id is registered with Gymnasium.
 
-    Then ``gymnasium.make(record.env_id)`` (and ``make_vec``) starts ``openenv-gym serve
-    NAME`` servers of it (the local provider's child processes find its server class),
+    Then ``gymnasium.make(record.env_id)`` (and ``make_vec``) starts servers of it (the
+    local provider tells its child processes the server class and where to import it from:
+    :func:`~openenv_gym.envs.serve_target`),
     :func:`~openenv_gym.spaces.codec_for` makes its codec,
     :func:`~openenv_gym.integrations.text.text_interface` gives its tool, and
     :func:`~openenv_gym.images.image_recipe` its Docker image. See

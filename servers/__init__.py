@@ -2,8 +2,9 @@
 
 Each is a small package with an ``Environment`` subclass (OpenEnv's interface) and its
 Pydantic models: :mod:`~openenv_gym_servers.wordle`, :mod:`~openenv_gym_servers.echo`,
-:mod:`~openenv_gym_servers.catch`. ``openenv-gym serve wordle`` serves one of them
-(the names are resolved by :mod:`openenv_gym.runtime.loader`).
+:mod:`~openenv_gym_servers.catch`; its ``record`` module is what openenv-gym knows of it,
+registered as an entry point of the group ``openenv_gym.envs`` (as any installed
+environment is). ``openenv-gym serve wordle`` serves one of them.
 """
 
 from __future__ import annotations
@@ -22,16 +23,14 @@ def lazy_exports(
     """A package's ``__getattr__`` and ``__dir__`` that import each name on first use.
 
     ``homes`` maps an exported name to the submodule of ``package`` that defines it. The
-    first use imports ``openenv_gym`` first (importing it reads every environment's record,
-    and the record modules import it), then the submodule, and keeps the value on the
-    package so later uses cost nothing.
+    first use imports that submodule and keeps the value on the package, so later uses
+    cost nothing.
     """
 
     def __getattr__(name: str) -> Any:
         module = homes.get(name)
         if module is None:
             raise AttributeError(f"module {package!r} has no attribute {name!r}")
-        importlib.import_module("openenv_gym")
         value = getattr(importlib.import_module(f"{package}.{module}"), name)
         setattr(sys.modules[package], name, value)
         return value

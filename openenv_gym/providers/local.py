@@ -38,6 +38,7 @@ from typing import IO, Any
 
 from openenv_gym._http import get_json
 from openenv_gym.config import check_seconds, env_float, env_str, resolve_token
+from openenv_gym.envs import serve_target
 from openenv_gym.exceptions import (
     AuthenticationError,
     ConfigurationError,
@@ -171,13 +172,16 @@ class LocalServer:
 
     def launch(self) -> None:
         """Start the process (returns at once; :meth:`wait_ready` waits for it)."""
-        target = self.target or (["--env", self.server] if ":" in self.server else [self.server])
+        served, root = serve_target(self.server)
+        target = self.target or (["--env", served] if ":" in served else [served])
         command = [
             self.python, "-m", "openenv_gym", "serve", *target,
             "--host", "127.0.0.1", "--port", "0", "--exit-with-stdin", *self.extra_args,
         ]  # fmt: skip
         env = {**os.environ, "PYTHONUNBUFFERED": "1"}
         env.pop("OPENENV_GYM_TOKEN", None)
+        if root is not None and not self.target:  # registered in this process: its package
+            env["PYTHONPATH"] = os.pathsep.join(filter(None, [root, env.get("PYTHONPATH")]))
         if self.token is not None:
             env["OPENENV_GYM_TOKEN"] = self.token
         self._stderr = tempfile.TemporaryFile()  # noqa: SIM115 - lives as long as the process

@@ -72,18 +72,7 @@ def load_env(spec: str) -> Callable[[], Any]:
         ConfigurationError: Unknown name, missing module or attribute.
     """
     record = envs.environment(spec)
-    if record is not None:
-        target = record.server
-    elif ":" in spec:
-        target = spec
-    else:
-        exported = envs.exported_server(spec)
-        if exported is None:
-            known = ", ".join(sorted(envs.environments()))
-            raise ConfigurationError(
-                f"unknown environment {spec!r}: use one of {known} or module:Class"
-            )
-        target = exported
+    target = spec if record is None else record.server
     module_name, _, attr = target.partition(":")
     if not module_name or not attr:
         known = ", ".join(sorted(envs.environments()))

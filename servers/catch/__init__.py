@@ -3,9 +3,9 @@
 :class:`CatchEnvironment` needs neither OpenSpiel nor NumPy; the models mirror OpenEnv's
 ``openspiel_env`` (also under their ``OpenSpiel*`` names).
 
-:data:`RECORD` (in :mod:`.record`) is what openenv-gym knows of it (an
-:class:`~openenv_gym.envs.EnvRecord`); everything is imported on first use, so reading
-the record imports no game code.
+:func:`.record.record` gives what openenv-gym knows of it (an
+:class:`~openenv_gym.envs.EnvRecord`, registered as an entry point); everything here is
+imported on first use, so reading the record imports no game code.
 """
 
 from __future__ import annotations
@@ -24,10 +24,8 @@ if TYPE_CHECKING:
         OpenSpielObservation,
         OpenSpielState,
     )
-    from openenv_gym_servers.catch.record import RECORD
 
 __all__ = [
-    "RECORD",
     "CatchAction",
     "CatchEnvironment",
     "CatchObservation",
@@ -39,7 +37,6 @@ __all__ = [
 
 
 _LAZY = {
-    "RECORD": "record",
     "CatchAction": "models",
     "CatchEnvironment": "environment",
     "CatchObservation": "models",

@@ -1,8 +1,8 @@
 """Catch for openenv-gym's client side: its codec and its text interface.
 
 The codec of ``openenv/Catch-v0`` (a ``Box`` board of 50 cells, ``Discrete(3)`` moves,
-rendered as text or as a picture) and the ``move(direction)`` tool.
-:data:`~openenv_gym_servers.catch.RECORD` names both.
+rendered as text or as a picture) and the ``move(direction)`` tool. Its record
+(:func:`~openenv_gym_servers.catch.record.record`) names both.
 """
 
 from __future__ import annotations

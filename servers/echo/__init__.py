@@ -1,8 +1,8 @@
 """Echo: OpenEnv's classic ``echo_env``, the trivial environment used by benchmarks.
 
-:data:`RECORD` (in :mod:`.record`) is what openenv-gym knows of it (an
-:class:`~openenv_gym.envs.EnvRecord`); everything is imported on first use, so reading
-the record imports no game code.
+:func:`.record.record` gives what openenv-gym knows of it (an
+:class:`~openenv_gym.envs.EnvRecord`, registered as an entry point); everything here is
+imported on first use, so reading the record imports no game code.
 """
 
 from __future__ import annotations
@@ -14,10 +14,8 @@ from openenv_gym_servers import lazy_exports
 if TYPE_CHECKING:
     from openenv_gym_servers.echo.environment import EchoEnvironment
     from openenv_gym_servers.echo.models import EchoAction, EchoObservation
-    from openenv_gym_servers.echo.record import RECORD
 
 __all__ = [
-    "RECORD",
     "EchoAction",
     "EchoEnvironment",
     "EchoObservation",
@@ -25,7 +23,6 @@ __all__ = [
 
 
 _LAZY = {
-    "RECORD": "record",
     "EchoAction": "models",
     "EchoEnvironment": "environment",
     "EchoObservation": "models",

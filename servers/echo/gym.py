@@ -2,7 +2,7 @@
 
 The codec of ``openenv/Echo-v0`` speaks both echo servers: the legacy ``EchoAction``
 one (ours, and OpenEnv's until 2026) and OpenEnv's MCP echo since; the text interface is
-the ``echo(message)`` tool. :data:`~openenv_gym_servers.echo.RECORD` names both.
+the ``echo(message)`` tool. Its record (:func:`~openenv_gym_servers.echo.record.record`) names both.
 """
 
 from __future__ import annotations

@@ -4,9 +4,9 @@
 bundled word lists; the models mirror OpenEnv's ``textarena_env`` (also under their
 ``TextArena*`` names).
 
-:data:`RECORD` (in :mod:`.record`) is what openenv-gym knows of it (an
-:class:`~openenv_gym.envs.EnvRecord`); everything is imported on first use, so reading
-the record imports no game code.
+:func:`.record.record` gives what openenv-gym knows of it (an
+:class:`~openenv_gym.envs.EnvRecord`, registered as an entry point); everything here is
+imported on first use, so reading the record imports no game code.
 """
 
 from __future__ import annotations
@@ -27,10 +27,8 @@ if TYPE_CHECKING:
         WordleObservation,
         WordleState,
     )
-    from openenv_gym_servers.wordle.record import RECORD
 
 __all__ = [
-    "RECORD",
     "TextArenaAction",
     "TextArenaMessage",
     "TextArenaObservation",
@@ -44,7 +42,6 @@ __all__ = [
 
 
 _LAZY = {
-    "RECORD": "record",
     "TextArenaAction": "models",
     "TextArenaMessage": "models",
     "TextArenaObservation": "models",

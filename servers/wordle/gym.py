@@ -2,7 +2,7 @@
 
 The codec (spaces and wire conversions of ``openenv/Wordle-v0``) reads both our Wordle
 server and OpenEnv's TextArena one; the text interface is the ``guess(word)`` tool TRL
-gives the model. :data:`~openenv_gym_servers.wordle.RECORD` names both.
+gives the model. Its record (:func:`~openenv_gym_servers.wordle.record.record`) names both.
 """
 
 from __future__ import annotations

@@ -1,9 +1,10 @@
 """A third-party environment, defined only in ``tests/envs/toy_env/``, added by its record.
 
 ``openenv_gym.register_environment(RECORD)`` is the only call: the id is made and vectorised
-against real ``openenv-gym serve`` subprocesses (which find the server class through
-``OPENENV_GYM_ENVIRONMENTS``, not through the working directory), TRL gets its tool, the CLI
-lists it, and its image recipe copies its package in and serves it.
+against real ``openenv-gym serve`` subprocesses (which the local provider tells the server
+class and the directory of its package, not the working directory), TRL gets its tool, the
+CLI lists it, and its image recipe copies its package in and serves it. (An installed
+package registers by an entry point instead: tests/envs/test_entry_points.py.)
 """
 
 from __future__ import annotations
@@ -40,18 +41,15 @@ HERE = Path(__file__).resolve().parent
 
 @pytest.fixture(scope="module", autouse=True)
 def registered() -> Iterator[None]:
-    before = os.environ.get("OPENENV_GYM_ENVIRONMENTS")
+    before = dict(os.environ)
     openenv_gym.register_environment(toy_env.RECORD)
     try:
+        assert dict(os.environ) == before  # registering leaves the environment alone
         yield
     finally:
         envs._added.pop(NAME, None)
         gymnasium.registry.pop(ID, None)
         openenv_gym.registry._refresh()
-        if before is None:
-            os.environ.pop("OPENENV_GYM_ENVIRONMENTS", None)
-        else:
-            os.environ["OPENENV_GYM_ENVIRONMENTS"] = before
 
 
 def test_the_record_gives_the_id_its_options() -> None:
@@ -91,8 +89,9 @@ def test_replace_swaps_the_record_and_its_id() -> None:
 
 
 def test_the_child_process_finds_the_server_not_the_working_directory() -> None:
-    exported = json.loads(os.environ["OPENENV_GYM_ENVIRONMENTS"])
-    assert exported[NAME] == ["toy_env.server:CounterEnvironment", str(HERE)]
+    assert envs.serve_target(NAME) == ("toy_env.server:CounterEnvironment", str(HERE))
+    assert envs.serve_target("wordle") == ("wordle", None)  # a new process finds it itself
+    assert envs.serve_target("a.b:C") == ("a.b:C", None)
     # from the repository root `toy_env` is not importable: only the export finds it
     cwd = HERE.parents[1]
     probe = subprocess.run(
@@ -175,10 +174,10 @@ def test_image_recipe_copies_the_package_and_serves_it(tmp_path: Path) -> None:
     shipped = (resources.files("openenv_gym_servers") / "Dockerfile").read_bytes()
     assert recipe.dockerfile.startswith(shipped)
     assert "COPY envs/toy_env /opt/openenv-gym/envs/toy_env\n" in dockerfile
-    (served,) = re.findall(r"^ENV OPENENV_GYM_ENVIRONMENTS='(.*)'$", dockerfile, re.M)
-    assert json.loads(served) == {
-        NAME: ["toy_env.server:CounterEnvironment", "/opt/openenv-gym/envs"]
-    }
+    (path, served) = re.findall(
+        r"^ENV PYTHONPATH=(\S+) OPENENV_GYM_SERVER=(\S+)$", dockerfile, re.M
+    )[0]
+    assert (path, served) == ("/opt/openenv-gym/envs", "toy_env.server:CounterEnvironment")
 
     wheelhouse = tmp_path / "wheelhouse"
     wheelhouse.mkdir()
@@ -194,12 +193,9 @@ def test_image_recipe_copies_the_package_and_serves_it(tmp_path: Path) -> None:
     assert not [n for n in names if "__pycache__" in n]
 
     # what the image's CMD runs, with the context's envs/ where the image puts it
-    layout = json.loads(served)
-    layout[NAME][1] = str(tmp_path / "context" / "envs")
-    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
-    env["OPENENV_GYM_ENVIRONMENTS"] = json.dumps(layout)
+    env = {**os.environ, "PYTHONPATH": str(tmp_path / "context" / "envs")}
     proc = subprocess.Popen(
-        [sys.executable, "-m", "openenv_gym", "serve", NAME, "--port", "0"],
+        [sys.executable, "-m", "openenv_gym", "serve", served, "--port", "0"],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=tmp_path, env=env,
     )  # fmt: skip
     try:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+from importlib import metadata
 
 import gymnasium
 import pytest
@@ -24,13 +25,16 @@ SHIPPED = {
 }
 
 
-def test_the_shipped_records_are_found_in_their_packages() -> None:
+def test_the_shipped_records_are_registered_by_entry_points() -> None:
     assert envs.builtin_names() == ("wordle", "echo", "catch")
+    entries = metadata.entry_points(group=envs.ENTRY_POINTS)
     for name, (env_id, cls) in SHIPPED.items():
         record = envs.environment(name)
         assert record is not None
-        assert record is sys.modules[f"openenv_gym_servers.{name}.record"].RECORD
-        assert record is sys.modules[f"openenv_gym_servers.{name}"].RECORD
+        assert entries[name].value == f"openenv_gym_servers.{name}.record:record"
+        assert entries[name].dist is not None
+        assert entries[name].dist.metadata["Name"] == envs.DISTRIBUTION
+        assert record == sys.modules[f"openenv_gym_servers.{name}.record"].record()
         assert (record.env_id, record.server) == (env_id, f"openenv_gym_servers.{name}:{cls}")
         assert envs.environment(name.upper()) is record
 
@@ -129,7 +133,7 @@ def test_importing_openenv_gym_imports_no_game_code() -> None:
     "first",
     [
         "import openenv_gym_servers.echo.record",  # the record module before openenv_gym
-        "from openenv_gym_servers.echo import RECORD",
+        "from openenv_gym_servers.echo.record import record",
         "from openenv_gym_servers.echo import EchoEnvironment",
         "import openenv_gym_servers.catch.gym",
         "import openenv_gym.envs",
@@ -139,12 +143,13 @@ def test_every_id_is_registered_whatever_is_imported_first(first: str) -> None:
     code = (
         f"{first}\n"
         "import gymnasium, openenv_gym\n"
-        "from openenv_gym_servers.echo import RECORD\n"
+        "from openenv_gym_servers.echo.record import record\n"
         "print(sorted(i for i in gymnasium.registry if i.startswith('openenv/')))\n"
-        "print(openenv_gym.envs.environment('echo') == RECORD)\n"
+        "print(openenv_gym.envs.environment('echo') == record())\n"
     )
-    out = subprocess.run(
-        [sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
+    out = subprocess.run(  # a record left out would warn: that fails here
+        [sys.executable, "-W", "error::RuntimeWarning", "-c", code],
+        capture_output=True, text=True, timeout=120,
         env={k: v for k, v in os.environ.items() if k != "PYTHONPATH"},
     )  # fmt: skip
     assert out.returncode == 0, out.stderr
