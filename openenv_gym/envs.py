@@ -45,6 +45,7 @@ __all__ = [
     "environment",
     "environments",
     "import_root",
+    "installed",
     "records_from",
     "resolve",
     "serve_target",
@@ -211,16 +212,35 @@ def _discover() -> dict[str, EnvRecord]:
     global _installed, _builtin
     with _lock:
         if _installed is None:
-            entries = list(metadata.entry_points(group=ENTRY_POINTS))
-            ours = [e for e in entries if _dist_name(e) == DISTRIBUTION]
-            theirs = sorted((e for e in entries if e not in ours), key=lambda e: e.name)
-            found = records_from([*ours, *theirs])  # ours win a clash of names or ids
-            names = {e.name for e in ours}
-            shipped = _ranked({n: r for n, r in found.items() if n in names})
-            others = _ranked({n: r for n, r in found.items() if n not in names})
+            shipped, others = installed(metadata.entry_points(group=ENTRY_POINTS))
             _installed = {**shipped, **others}
             _builtin = tuple(shipped)
         return _installed
+
+
+def installed(
+    entries: Iterable[metadata.EntryPoint],
+) -> tuple[dict[str, EnvRecord], dict[str, EnvRecord]]:
+    """The records of ``entries``: openenv-gym's own, and the others (each by ``rank``).
+
+    Ours are read first, so they win a clash of names or ids (:func:`records_from`). None of
+    ours is an install whose metadata predates the entry points (an old editable install):
+    that says so in a :class:`RuntimeWarning`.
+    """
+    entries = list(entries)
+    ours = [e for e in entries if _dist_name(e) == DISTRIBUTION]
+    theirs = sorted((e for e in entries if e not in ours), key=lambda e: e.name)
+    if not ours:
+        warnings.warn(
+            f"openenv-gym finds none of its own environments: its distribution declares no "
+            f"{ENTRY_POINTS!r} entry point (metadata of an older install?): reinstall it",
+            RuntimeWarning,
+            stacklevel=2,
+        )
+    found = records_from([*ours, *theirs])
+    names = {e.name for e in ours}
+    shipped = _ranked({n: r for n, r in found.items() if n in names})
+    return shipped, _ranked({n: r for n, r in found.items() if n not in names})
 
 
 def _dist_name(entry: metadata.EntryPoint) -> str:

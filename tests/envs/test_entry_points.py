@@ -120,6 +120,16 @@ def test_an_id_taken_first_is_refused(tmp_path: Path, monkeypatch: pytest.Monkey
     assert list(found) == ["a_env"]
 
 
+def test_openenv_gyms_own_come_first_and_their_absence_is_reported() -> None:
+    entries = metadata.entry_points(group=ENTRY_POINTS)
+    toy = _entry("toy_counter", "toy_env:RECORD")  # no distribution: not ours
+    shipped, others = envs.installed([toy, *entries])
+    assert list(shipped) == ["wordle", "echo", "catch"]  # by rank
+    assert others == {"toy_counter": toy_env.RECORD}
+    with pytest.warns(RuntimeWarning, match="declares no 'openenv_gym.envs' entry point"):
+        assert envs.installed([toy]) == ({}, {"toy_counter": toy_env.RECORD})
+
+
 # ------------------------------------------------------------------ pip install, fresh venv
 
 
