@@ -12,7 +12,15 @@ process ends -- ``close()``, interpreter exit, or SIGKILL:
 * on Linux it also gets SIGTERM when the thread that started it ends
   (``PR_SET_PDEATHSIG``, set between fork and exec), and every server is started from one
   thread that lives as long as this process: even a child forked outside Python, which
-  keeps the pipe, cannot keep a server alive.
+  keeps the pipe, cannot keep a server alive;
+* a server that cannot take either (it is stopped: SIGSTOP) or does not exit is woken and
+  killed by a watcher process (:mod:`~openenv_gym.providers.reaper`) once this process
+  is gone.
+
+Each server runs in a session (and process group) of its own, so an interrupt meant for
+this process -- Ctrl-C in a terminal, a notebook's "interrupt kernel", both signal the
+whole foreground process group -- never reaches the servers: the client catches its
+``KeyboardInterrupt`` and its environments go on.
 """
 
 from __future__ import annotations
@@ -46,6 +54,7 @@ from openenv_gym.exceptions import (
     ProviderError,
 )
 from openenv_gym.providers.base import Provider
+from openenv_gym.providers.reaper import Reaper
 
 __all__ = ["LocalProvider", "LocalServer", "app_target"]
 
@@ -119,12 +128,14 @@ class _Spawner:
 
 
 _spawner = _Spawner()
+_reaper = Reaper()
 
 
 def _after_fork_in_child() -> None:
     """A forked child owns no server: close its copies of their pipes, forget them."""
     global _spawner, _live, _live_lock
     _spawner = _Spawner()
+    _reaper.forget_all()
     _live_lock = threading.Lock()  # another thread may have held it at the fork
     for server in list(_live):
         server.forget()
@@ -194,11 +205,13 @@ class LocalServer:
                     stdout=subprocess.PIPE,
                     stderr=stderr,
                     env=env,
+                    start_new_session=True,  # Ctrl-C, for the client's process group, skips it
                     preexec_fn=_ARM_DEATH_SIGNAL,  # calls prctl only: no lock, no import
                 )
             )
         except OSError as exc:
             raise ProviderError(f"cannot start {command[0]}: {exc}") from exc
+        _reaper.watch(self.process.pid)
         self._owner = os.getpid()
         with _live_lock:
             _live.add(self)
@@ -285,9 +298,7 @@ class LocalServer:
         if process is not None and self._owner != os.getpid():  # a forked child's copy
             self.forget()
         elif process is not None:
-            if process.stdin is not None:
-                with contextlib.suppress(OSError):
-                    process.stdin.close()
+            _close_lifeline(process)
             try:
                 process.wait(timeout)
             except subprocess.TimeoutExpired:
@@ -297,6 +308,7 @@ class LocalServer:
                 except subprocess.TimeoutExpired:
                     process.kill()
                     process.wait()
+            _reaper.forget(process.pid)
             if process.stdout is not None and not process.stdout.closed:
                 process.stdout.close()
                 logger.info(
@@ -449,12 +461,21 @@ def app_target(app: str | None, app_dir: str | os.PathLike[str] | None) -> list[
     return None
 
 
+def _close_lifeline(process: subprocess.Popen[bytes]) -> None:
+    """Close a server's stdin (it exits), waking it first should it be stopped."""
+    if process.stdin is not None:
+        with contextlib.suppress(OSError):
+            process.stdin.close()
+    if process.poll() is None:
+        with contextlib.suppress(OSError):
+            process.send_signal(signal.SIGCONT)  # stopped (SIGSTOP): it reads the end now
+
+
 def _stop_all(servers: list[LocalServer]) -> None:
     for server in servers:  # signal them all first: they shut down in parallel
         process = server.process
-        if process is not None and process.stdin is not None:
-            with contextlib.suppress(OSError):
-                process.stdin.close()
+        if process is not None and server._owner == os.getpid():
+            _close_lifeline(process)
     for server in servers:
         server.stop()
 

@@ -24,6 +24,7 @@ sans-I/O protocols, with the timeout and loss rules they share.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import time
 from collections.abc import Iterable, Mapping, Sequence
@@ -46,7 +47,7 @@ from openenv_gym.protocol import batch as bp
 from openenv_gym.protocol import openenv as op
 from openenv_gym.transport import keepalive
 from openenv_gym.transport.handshake import HandshakeRefused, ws_url
-from openenv_gym.transport.raw import abort_websocket, close_websocket
+from openenv_gym.transport.raw import BROKEN_OFF, abort_websocket, broken_off, close_websocket
 from openenv_gym.transport.waiting import deadline_after, wait
 from openenv_gym.transport.wire import Pong, WebSocket, open_websocket
 
@@ -141,6 +142,16 @@ class JsonSession:
         """Whether a request was sent and its reply not taken yet."""
         return self._in_flight
 
+    def settle(self) -> None:
+        """Wait for the reply a call interrupted while waiting left pending, and drop it.
+
+        An error frame in its place is dropped too; a timeout or a lost connection is
+        raised (the session is then closed).
+        """
+        if self._in_flight:
+            with contextlib.suppress(ServerError):
+                self.wait()
+
     def _check_open(self) -> None:
         if self.closed:
             raise UsageError(f"the session with {self.url} is closed")
@@ -163,31 +174,36 @@ class JsonSession:
         if self._in_flight:
             raise UsageError(f"a request to {self.url} is pending: take its reply first")
         with self.ws.lock:
-            # anything that came while idle is unsolicited: fatal (2.5). Behind a working
-            # barrier it comes before this request's pong, so it is found with the reply
-            # and no read is needed now (a syscall per request saved); otherwise read.
-            if self._pongs_first:
-                self._feed()
-            else:
-                self._drain()
-            if self._reply is not None:  # the server ended the session unasked (capacity...)
-                reply, self._reply = self._reply, None
-                abort_websocket(self.ws)
-                assert isinstance(reply, op.ErrorReceived)
-                raise error_of(reply)
-            queue()
-            self._deadline = deadline_after(self.timeouts.step)
-            self._in_flight = True
             try:
-                if self._pongs_first is not False:
-                    self._pings = (self._pings + 1) % 2**32
-                    self._awaiting_pong = _PING + self._pings.to_bytes(4, "big")
-                    self.ws.queue_ping(self._awaiting_pong)
-                for frame in self._proto.data_to_send():
-                    self.ws.queue(frame)
-                self.ws.flush()
-            except ConnectionLostError:
-                pass  # the reason may be buffered (e.g. CAPACITY_REACHED): read it
+                # anything that came while idle is unsolicited: fatal (2.5). Behind a working
+                # barrier it comes before this request's pong, so it is found with the reply
+                # and no read is needed now (a syscall per request saved); otherwise read.
+                if self._pongs_first:
+                    self._feed()
+                else:
+                    self._drain()
+                if self._reply is not None:  # the server ended the session unasked (capacity...)
+                    reply, self._reply = self._reply, None
+                    abort_websocket(self.ws)
+                    assert isinstance(reply, op.ErrorReceived)
+                    raise error_of(reply)
+                queue()
+                self._deadline = deadline_after(self.timeouts.step)
+                self._in_flight = True
+                try:
+                    if self._pongs_first is not False:
+                        self._pings = (self._pings + 1) % 2**32
+                        self._awaiting_pong = _PING + self._pings.to_bytes(4, "big")
+                        self.ws.queue_ping(self._awaiting_pong)
+                    for frame in self._proto.data_to_send():
+                        self.ws.queue(frame)
+                    self.ws.flush()
+                except ConnectionLostError:
+                    pass  # the reason may be buffered (e.g. CAPACITY_REACHED): read it
+            except BaseException as exc:
+                if broken_off(exc):
+                    self._break_off()
+                raise
 
     def _drain(self) -> None:
         self.ws.read()
@@ -217,12 +233,16 @@ class JsonSession:
                     )
                 else:
                     proto.receive_data(message)
+            for event in proto.events_received():
+                self._reply = event
         except ProtocolError as exc:
             self._error = exc
             abort_websocket(self.ws)
             raise
-        for event in proto.events_received():
-            self._reply = event
+        except BaseException as exc:
+            if broken_off(exc):
+                self._break_off()
+            raise
 
     def _pong(self, data: bytes) -> None:
         """A pong came: the server has read every frame we sent before its ping."""
@@ -243,11 +263,16 @@ class JsonSession:
         ws = self.ws
         with ws.lock:
             try:
-                flushed = ws.flush()
-            except ConnectionLostError:
-                flushed = False
-            if flushed:
-                ws.read()
+                try:
+                    flushed = ws.flush()
+                except ConnectionLostError:
+                    flushed = False
+                if flushed:
+                    ws.read()
+            except BaseException as exc:
+                if broken_off(exc):
+                    self._break_off()
+                raise
             self._feed()
             if self._reply is None and ws.failure is not None:
                 self._proto.connection_lost()
@@ -349,10 +374,17 @@ class JsonSession:
                 goodbye = self._proto.data_to_send()
             close_websocket(self.ws, self.timeouts.close, goodbye)
 
-    def abort(self) -> None:
-        """Drop the socket at once (e.g. the caller gave up waiting)."""
+    def abort(self, why: str = "closed by the client") -> None:
+        """Drop the socket at once (e.g. the caller gave up waiting).
+
+        ``why`` completes the failure's message (``connection to URL <why>``).
+        """
+        abort_websocket(self.ws, why)
         self._proto.connection_lost()
-        abort_websocket(self.ws)
+
+    def _break_off(self) -> None:
+        """A call stopped halfway through reading or writing: the socket is dropped."""
+        self.abort(BROKEN_OFF)
 
 
 class BatchConnection:
@@ -474,17 +506,22 @@ class BatchConnection:
         """
         self._check()
         proto = self._proto
-        if op_ is bp.Op.STEP:
-            rid = proto.send_step(slots, args or [], numeric=numeric)
-        elif op_ is bp.Op.RESET:
-            rid = proto.send_reset(slots, args or [{}] * len(slots), numeric=numeric)
-        elif op_ is bp.Op.OPEN:
-            rid = proto.send_open(slots)
-        elif op_ is bp.Op.STATE:
-            rid = proto.send_state(slots)
-        else:
-            rid = proto.send_close(slots)
-        return self._queue_sent(rid)
+        try:
+            if op_ is bp.Op.STEP:
+                rid = proto.send_step(slots, args or [], numeric=numeric)
+            elif op_ is bp.Op.RESET:
+                rid = proto.send_reset(slots, args or [{}] * len(slots), numeric=numeric)
+            elif op_ is bp.Op.OPEN:
+                rid = proto.send_open(slots)
+            elif op_ is bp.Op.STATE:
+                rid = proto.send_state(slots)
+            else:
+                rid = proto.send_close(slots)
+            return self._queue_sent(rid)
+        except BaseException as exc:
+            if broken_off(exc):
+                self._break_off()
+            raise
 
     def _queue_sent(self, rid: int) -> int:
         ws = self.ws
@@ -519,6 +556,10 @@ class BatchConnection:
                     ws.flush()
                 except ConnectionLostError as exc:
                     self._fail(exc)
+                except BaseException as exc:
+                    if broken_off(exc):
+                        self._break_off()
+                    raise
 
     def poll(self) -> None:
         """Read and decode what has arrived, never blocking (replies wait for :meth:`take`)."""
@@ -530,6 +571,10 @@ class BatchConnection:
                         ws.read()
                 except ConnectionLostError as exc:
                     self._fail(exc)
+                except BaseException as exc:
+                    if broken_off(exc):
+                        self._break_off()
+                    raise
             self._feed()
 
     def _feed(self) -> None:
@@ -559,6 +604,10 @@ class BatchConnection:
         except ProtocolError as exc:
             self._fail(exc)
             return
+        except BaseException as exc:
+            if broken_off(exc):
+                self._break_off()
+            raise
         if ws.failure is not None and self._failure is None and not self._closed_by_client:
             self._fail(ConnectionLostError(str(ws.failure)))
 
@@ -627,12 +676,22 @@ class BatchConnection:
             RemoteProtocolError: The server rejected the whole frame.
             TransportError: Timeout or lost connection (the connection is then closed).
         """
-        rid = self.send(op_, slots, args)
+        return self.result(self.send(op_, slots, args), op_)
+
+    def result(self, rid: int, op_: bp.Op | None = None) -> bp.BatchReplyReceived:
+        """Block until request ``rid`` is answered, and return its reply.
+
+        Interrupted while it waits (``KeyboardInterrupt``), the request stays pending:
+        call this again to finish it.
+
+        Raises:
+            RemoteProtocolError: The server rejected the whole frame.
+            TransportError: Timeout or lost connection (the connection is then closed).
+        """
         reply = self._wait_for(rid)
         if isinstance(reply, bp.RequestFailed):
-            raise RemoteProtocolError(
-                f"server rejected the {op_.value} frame: {reply.code}: {reply.message}"
-            )
+            what = "request" if op_ is None else f"{op_.value} frame"
+            raise RemoteProtocolError(f"server rejected the {what}: {reply.code}: {reply.message}")
         assert isinstance(reply, bp.BatchReplyReceived)
         return reply
 
@@ -643,6 +702,10 @@ class BatchConnection:
         self._deadlines.clear()
         close_websocket(self.ws, self.timeouts.close)
 
-    def abort(self) -> None:
-        """Drop the connection at once."""
-        self._fail(ConnectionLostError(f"connection to {self.url} closed by the client"))
+    def abort(self, why: str = "closed by the client") -> None:
+        """Drop the connection at once; ``why`` completes the failure's message."""
+        self._fail(ConnectionLostError(f"connection to {self.url} {why}"))
+
+    def _break_off(self) -> None:
+        """A call stopped halfway through reading or writing: the connection is dropped."""
+        self.abort(BROKEN_OFF)

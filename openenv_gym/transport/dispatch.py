@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from openenv_gym.exceptions import UsageError
+from openenv_gym.transport.raw import BROKEN_OFF, broken_off
 from openenv_gym.transport.shards import Args, Ids, Outcome, Shard
 from openenv_gym.transport.waiting import deadline_after, wait
 from openenv_gym.transport.wire import WebSocket
@@ -89,6 +90,7 @@ class Dispatcher:
         for k in last:
             shards[k].hold()
         pending: list[Pending] = []
+        i = 0
         try:
             for i, r in enumerate(requests):
                 shard = shards[r.shard]
@@ -97,6 +99,11 @@ class Dispatcher:
                 )
                 if last[r.shard] == i:
                     shard.release()
+        except BaseException as exc:
+            if broken_off(exc):  # what was sent can never be collected: drop those shards
+                for k in {r.shard for r in requests[: i + 1]}:
+                    shards[k].abort(BROKEN_OFF)
+            raise
         finally:
             for k in last:
                 shards[k].release()  # after a failure: release is a no-op once released

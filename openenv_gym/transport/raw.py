@@ -29,7 +29,14 @@ from openenv_gym.transport.handshake import ws_url
 from openenv_gym.transport.waiting import wait
 from openenv_gym.transport.wire import WebSocket, open_websocket
 
-__all__ = ["CloseFrame", "RawSocket", "abort_websocket", "close_websocket"]
+__all__ = [
+    "BROKEN_OFF",
+    "CloseFrame",
+    "RawSocket",
+    "abort_websocket",
+    "broken_off",
+    "close_websocket",
+]
 
 
 def close_websocket(
@@ -53,10 +60,33 @@ def close_websocket(
         ws.close(timeout)
 
 
-def abort_websocket(ws: WebSocket) -> None:
-    """Drop ``ws`` at once, without a closing handshake (its lock is taken). Idempotent."""
+def abort_websocket(ws: WebSocket, why: str = "closed by the client") -> None:
+    """Drop ``ws`` at once, without a closing handshake (its lock is taken). Idempotent.
+
+    ``why`` completes its failure's message (``connection to URL <why>``).
+    """
     with ws.lock:
-        ws.abort()
+        ws.abort(why)
+
+
+BROKEN_OFF = (
+    "dropped: the client was interrupted (e.g. KeyboardInterrupt) while reading or writing "
+    "it, so its bytes may be cut anywhere"
+)
+"""Why a connection is dropped when a call using it stops halfway (see :func:`broken_off`)."""
+
+
+def broken_off(exc: BaseException) -> bool:
+    """Whether ``exc`` stopped a call halfway rather than being an error of the call.
+
+    A ``KeyboardInterrupt`` (or ``SystemExit``, or any other ``BaseException`` that is not
+    an ``Exception``) may land between any two bytecodes: between reading bytes and
+    parsing them, or taking a message and handing it to the protocol. A connection it
+    stops while reading or writing can no longer be trusted, and is dropped with
+    :data:`BROKEN_OFF`. One that stops a call while it *waits* for bytes leaves everything
+    as it was: the waits are outside these guards, and the request stays pending.
+    """
+    return not isinstance(exc, Exception)
 
 
 @dataclass(frozen=True, slots=True)

@@ -14,7 +14,13 @@ from typing import Any, Literal
 
 from openenv_gym._http import with_token
 from openenv_gym.config import Timeouts, env_str
-from openenv_gym.exceptions import ConfigurationError, EnvErrorGroup, OpenEnvGymError, UsageError
+from openenv_gym.exceptions import (
+    ConfigurationError,
+    EnvErrorGroup,
+    OpenEnvGymError,
+    ResetNeededError,
+    UsageError,
+)
 from openenv_gym.protocol import batch as bp
 from openenv_gym.protocol.openenv import ObservationReceived
 from openenv_gym.transport.connection import BatchConnection, JsonSession, error_of
@@ -42,6 +48,7 @@ class _BatchSlot:
         self.conn = conn
         self.slot = slot
         self._failure_raised = False
+        self._rid: int | None = None  # a request a KeyboardInterrupt left unanswered
 
     @property
     def closed(self) -> bool:
@@ -67,12 +74,32 @@ class _BatchSlot:
                 self._failure_raised = True
                 raise failure
 
+    @property
+    def pending(self) -> bool:
+        """Whether a call was interrupted before its reply came (:meth:`settle` it)."""
+        return self._rid is not None
+
+    def settle(self) -> None:
+        """Wait for the reply an interrupted call left pending, and drop it."""
+        rid = self._rid
+        if rid is not None:
+            try:
+                self.conn.result(rid)
+            except OpenEnvGymError:
+                self._failure_raised = True
+                raise
+            finally:
+                self._rid = None
+
     def _one(self, op_: bp.Op, arg: Mapping[str, Any] | None = None) -> bp.BatchReplyReceived:
         try:
-            reply = self.conn.call(op_, [self.slot], None if arg is None else [arg])
+            rid = self._rid = self.conn.send(op_, [self.slot], None if arg is None else [arg])
+            reply = self.conn.result(rid, op_)
         except OpenEnvGymError:
+            self._rid = None
             self._failure_raised = True
             raise
+        self._rid = None
         error = reply.errors.get(self.slot)
         if error is not None:
             raise error_of(error)
@@ -163,21 +190,36 @@ class Session:
     def reset(self, **kwargs: Any) -> ObservationReceived:
         """Start an episode (``seed``, ``episode_id`` and env-specific kwargs).
 
+        After a call interrupted while it waited (``KeyboardInterrupt``), the reply it
+        left pending is awaited and dropped first.
+
         Returns:
             The reply: ``observation`` (dict), ``reward`` (float or None), ``done``,
             ``metadata`` (dict or None).
         """
         self._check()
+        self._impl.settle()
         return self._impl.reset(**kwargs)
 
     def step(self, action: Mapping[str, Any]) -> ObservationReceived:
-        """Apply one action, given as the fields of the env's action model."""
+        """Apply one action, given as the fields of the env's action model.
+
+        Raises:
+            ResetNeededError: The last call was interrupted before its reply came: the
+                episode went on without the caller (call :meth:`reset`).
+        """
         self._check()
+        if self._impl.pending:
+            raise ResetNeededError(
+                "the last call was interrupted before its reply came, so the episode went "
+                "on without you: call reset()"
+            )
         return self._impl.step(action)
 
     def state(self) -> dict[str, Any]:
-        """Read the environment's state."""
+        """Read the environment's state (after any interrupted call's reply)."""
         self._check()
+        self._impl.settle()
         return self._impl.state()
 
     def close(self) -> None:

@@ -222,6 +222,14 @@ class Shard(abc.ABC):
         """Close every session of the shard. Never raises."""
 
     @abc.abstractmethod
+    def abort(self, why: str = "closed by the client") -> None:
+        """Drop every connection of the shard at once, no closing handshake. Never raises.
+
+        Requests in flight fail (:meth:`take` reports ``ConnectionLostError``, its message
+        ending with ``why``); nothing waits for the server, so a frozen one costs nothing.
+        """
+
+    @abc.abstractmethod
     def interrupt(self) -> None:
         """From another thread: make a pending wait on this shard return at once."""
 
@@ -324,6 +332,10 @@ class BatchShard(Shard):
     def close(self) -> None:
         """See :meth:`Shard.close`."""
         self.conn.close()
+
+    def abort(self, why: str = "closed by the client") -> None:
+        """See :meth:`Shard.abort`."""
+        self.conn.abort(why)
 
     def interrupt(self) -> None:
         """See :meth:`Shard.interrupt`."""
@@ -471,6 +483,11 @@ class JsonShard(Shard):
     def close(self) -> None:
         """See :meth:`Shard.close`."""
         _close_all(s.close for s in self.sessions)
+
+    def abort(self, why: str = "closed by the client") -> None:
+        """See :meth:`Shard.abort`."""
+        for session in self.sessions:
+            session.abort(why)
 
     def interrupt(self) -> None:
         """See :meth:`Shard.interrupt`."""

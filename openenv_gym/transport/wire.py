@@ -465,10 +465,15 @@ class WebSocket:
                 return message
 
     # ------------------------------------------------------------------ closing
-    def abort(self) -> None:
-        """Drop the socket at once, without a closing handshake. Idempotent."""
+    def abort(self, why: str = "closed by the client") -> None:
+        """Drop the socket at once, without a closing handshake. Idempotent.
+
+        Args:
+            why: What :attr:`failure` says (``connection to URL <why>``) unless it was
+                already set.
+        """
         self._closed_by_us = True
-        self._lose(ConnectionLostError(f"connection to {self.url} closed by the client"))
+        self._lose(ConnectionLostError(f"connection to {self.url} {why}"))
 
     def interrupt(self) -> None:
         """From another thread: make a call blocked on this socket return now.
