@@ -56,7 +56,7 @@ its member names (any case) and its values."""
 ENV_VARS: dict[str, str] = {
     "OPENENV_GYM_CONNECT_TIMEOUT": "seconds to open a connection (default 10)",
     "OPENENV_GYM_STEP_TIMEOUT": "seconds to wait for a reset/step/state reply (default 60)",
-    "OPENENV_GYM_CLOSE_TIMEOUT": "seconds to wait for a clean close (default 5)",
+    "OPENENV_GYM_CLOSE_TIMEOUT": "seconds to wait for a clean close (default 0.5)",
     "OPENENV_GYM_START_TIMEOUT": "seconds for a local server to become healthy (default 30)",
     "OPENENV_GYM_PROTOCOL": "auto | batch | json: wire protocol of new sessions (default auto)",
     "OPENENV_GYM_NO_UVLOOP": "1: servers use the asyncio loop even when uvloop is installed",
@@ -212,13 +212,14 @@ class Timeouts:
             default 10.
         step: Waiting for the reply to one reset / step / state; ``OPENENV_GYM_STEP_TIMEOUT``,
             default 60. Expiry is fatal for the session: OpenEnv replies carry no request id.
-        close: Waiting for a polite close before the socket is dropped;
-            ``OPENENV_GYM_CLOSE_TIMEOUT``, default 5.
+        close: Waiting for a polite close before the sockets are dropped (all of an
+            env's sockets together, so a frozen server costs it once);
+            ``OPENENV_GYM_CLOSE_TIMEOUT``, default 0.5 (a server answers in one round trip).
     """
 
     connect: float | None = _timeout_from_env("OPENENV_GYM_CONNECT_TIMEOUT", 10.0)
     step: float | None = _timeout_from_env("OPENENV_GYM_STEP_TIMEOUT", 60.0)
-    close: float | None = _timeout_from_env("OPENENV_GYM_CLOSE_TIMEOUT", 5.0)
+    close: float | None = _timeout_from_env("OPENENV_GYM_CLOSE_TIMEOUT", 0.5)
 
     def __post_init__(self) -> None:
         for name in ("connect", "step", "close"):  # checked; math.inf stored as None

@@ -47,7 +47,7 @@ from openenv_gym.protocol import batch as bp
 from openenv_gym.protocol import openenv as op
 from openenv_gym.transport import keepalive
 from openenv_gym.transport.handshake import HandshakeRefused, ws_url
-from openenv_gym.transport.raw import BROKEN_OFF, abort_websocket, broken_off, close_websocket
+from openenv_gym.transport.raw import BROKEN_OFF, abort_websocket, broken_off, close_websockets
 from openenv_gym.transport.waiting import deadline_after, wait
 from openenv_gym.transport.wire import Pong, WebSocket, open_websocket
 
@@ -367,12 +367,20 @@ class JsonSession:
 
     def close(self) -> None:
         """Send ``close`` and close the socket. Idempotent; never raises."""
+        close_websockets([self.closing()], self.timeouts.close)
+
+    def closing(self) -> tuple[WebSocket, Sequence[str]]:
+        """End the session: its socket, and the goodbye to send before the close frame.
+
+        For :func:`~openenv_gym.transport.raw.close_websockets`, which closes many
+        sockets at once (:meth:`close` is one).
+        """
         with self.ws.lock:
             goodbye: Sequence[str] = ()
             if not self.closed:
                 self._proto.send_close()
                 goodbye = self._proto.data_to_send()
-            close_websocket(self.ws, self.timeouts.close, goodbye)
+        return self.ws, goodbye
 
     def abort(self, why: str = "closed by the client") -> None:
         """Drop the socket at once (e.g. the caller gave up waiting).
@@ -697,10 +705,17 @@ class BatchConnection:
 
     def close(self) -> None:
         """Close the connection (the server closes every slot). Idempotent; never raises."""
+        close_websockets([self.closing()], self.timeouts.close)
+
+    def closing(self) -> tuple[WebSocket, Sequence[bytes]]:
+        """End the connection: its socket, for :func:`~openenv_gym.transport.raw.close_websockets`.
+
+        No goodbye: closing the socket closes every slot.
+        """
         self._closed_by_client = True
         self._proto.connection_lost()
         self._deadlines.clear()
-        close_websocket(self.ws, self.timeouts.close)
+        return self.ws, ()
 
     def abort(self, why: str = "closed by the client") -> None:
         """Drop the connection at once; ``why`` completes the failure's message."""

@@ -8,6 +8,33 @@ together; each reply is decoded as soon as it arrives, while the servers still c
 others, and comes back as an :class:`~openenv_gym.transport.shards.Outcome` whose rewards,
 dones and observations are columns. Everything runs on the caller's thread; nothing here
 touches an event loop, and the vector env never touches a socket.
+
+After a timeout, a lost connection or an interrupt. A reply that does not come within
+``timeouts.step`` fails its request (:class:`~openenv_gym.exceptions.RequestTimeoutError`
+in the outcome's ``errors``) and its connection is dropped at once: a JSON session has no
+request ids, so a late reply could be taken for the next request's, and a batched
+connection's slots stay busy on a frozen server. Nothing is ever reused after that; the
+shard says so, and is replaced whole:
+
+1. after :meth:`Dispatcher.take`, a shard whose :attr:`Shard.broken
+   <openenv_gym.transport.shards.Shard.broken>` is true can take no more requests for
+   some of its sub-envs (every one of a batched shard; the sessions that failed of a JSON
+   one). Requests still pending on it will complete with that failure;
+2. to go on (``on_server_loss="restart"``): open a new shard for the same sub-envs,
+   ``connect_shard(shard.url, shard.indices, shard.protocol, timeouts, headers)`` (a
+   :class:`~openenv_gym.exceptions.ConnectError` if the server still does not answer:
+   restart it, then connect again), and :meth:`Dispatcher.replace` the old one with it.
+   That drops the old connections without waiting on the server (a frozen one costs
+   nothing) and forgets its pending requests: never collect them. The sub-envs start
+   afresh on the new sessions: their episodes are over (report them truncated);
+3. not to go on (``"raise"``): keep the shard as it is; every request sent to it fails
+   at once with the same kind of error. The caller decides to say "broken, close it".
+
+A ``KeyboardInterrupt`` while :meth:`Dispatcher.collect` waits leaves every request
+pending (call it again); one that lands while a connection is being read or written
+breaks that shard (:data:`~openenv_gym.transport.raw.BROKEN_OFF`), as a lost connection
+does. :meth:`Dispatcher.close` closes every shard within one ``timeouts.close``, however
+many servers are frozen.
 """
 
 from __future__ import annotations
@@ -22,7 +49,7 @@ from typing import Any
 
 from openenv_gym.exceptions import UsageError
 from openenv_gym.transport.raw import BROKEN_OFF, broken_off
-from openenv_gym.transport.shards import Args, Ids, Outcome, Shard
+from openenv_gym.transport.shards import Args, Ids, Outcome, Shard, close_shards
 from openenv_gym.transport.waiting import deadline_after, wait
 from openenv_gym.transport.wire import WebSocket
 
@@ -249,9 +276,11 @@ class Dispatcher:
             raise UsageError("the environment was closed while the call was waiting")
 
     def replace(self, index: int, shard: Shard) -> None:
-        """Put ``shard`` in the place of shard ``index`` (reconnected), closing the old one.
+        """Put ``shard`` in the place of shard ``index``, dropping the old one at once.
 
-        Requests still pending on the old shard are abandoned: never collect them.
+        The old one's connections are aborted, not closed politely: it is replaced
+        because it broke (:attr:`Shard.broken`), and its server may be frozen. Requests
+        still pending on it are abandoned: never collect them.
         """
         old, self.shards[index] = self.shards[index], shard
         self._registered.pop(id(old), None)
@@ -265,7 +294,7 @@ class Dispatcher:
                     if fd >= 0 and selector.get_key(fd).data is ws:
                         selector.unregister(fd)
         with contextlib.suppress(Exception):
-            old.close()
+            old.abort("closed by the client (replaced by a new connection)")
 
     def interrupt(self) -> None:
         """From another thread: make a :meth:`collect` in progress raise at once."""
@@ -274,11 +303,12 @@ class Dispatcher:
             shard.interrupt()
 
     def close(self) -> None:
-        """Close every shard. Never raises."""
+        """Close every shard politely, side by side, within one close timeout.
+
+        A frozen server costs that timeout once, not once per socket. Never raises.
+        """
         shards, self.shards = self.shards, []
-        for shard in shards:
-            with contextlib.suppress(Exception):
-                shard.close()
+        close_shards(shards)
         if self._selector is not None:
             self._selector.close()
             self._selector = None

@@ -26,7 +26,7 @@ from types import TracebackType
 
 from openenv_gym.exceptions import ConnectionLostError
 from openenv_gym.transport.handshake import ws_url
-from openenv_gym.transport.waiting import wait
+from openenv_gym.transport.waiting import deadline_after, wait
 from openenv_gym.transport.wire import WebSocket, open_websocket
 
 __all__ = [
@@ -36,6 +36,7 @@ __all__ = [
     "abort_websocket",
     "broken_off",
     "close_websocket",
+    "close_websockets",
 ]
 
 
@@ -53,11 +54,37 @@ def close_websocket(
 
     Idempotent; never raises.
     """
-    with ws.lock:
-        with contextlib.suppress(ConnectionLostError):
-            for message in goodbye:
-                ws.queue(message)
-        ws.close(timeout)
+    close_websockets([(ws, goodbye)], timeout)
+
+
+def close_websockets(
+    closings: Iterable[tuple[WebSocket, Iterable[bytes | str]]], timeout: float | None
+) -> None:
+    """Close many sockets politely side by side, within one ``timeout`` for them all.
+
+    Each gets its goodbye messages and its close frame at once; then the peers' close
+    frames are awaited together, and every socket still open at ``timeout`` is dropped:
+    a frozen server costs ``timeout`` once, however many sockets it holds. Every socket's
+    lock is taken. Never raises.
+    """
+    closings = list(closings)
+    deadline = deadline_after(timeout)
+    with contextlib.ExitStack() as held:
+        for ws, _ in closings:
+            held.enter_context(ws.lock)
+        closing = []
+        for ws, goodbye in closings:
+            with contextlib.suppress(ConnectionLostError):
+                for message in goodbye:
+                    ws.queue(message)
+            if ws.start_close():
+                closing.append(ws)
+        while closing and wait(closing, deadline):
+            for ws in closing:
+                ws.continue_close()
+            closing = [ws for ws in closing if not ws.closed]
+        for ws, _ in closings:
+            ws.abort()
 
 
 def abort_websocket(ws: WebSocket, why: str = "closed by the client") -> None:

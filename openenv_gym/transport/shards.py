@@ -33,6 +33,7 @@ from openenv_gym.transport.connection import (
     JsonSession,
     error_of,
 )
+from openenv_gym.transport.raw import close_websockets
 from openenv_gym.transport.wire import WebSocket
 
 __all__ = [
@@ -42,6 +43,7 @@ __all__ = [
     "JsonShard",
     "Outcome",
     "Shard",
+    "close_shards",
     "connect_shard",
     "connect_shards",
     "rows_of",
@@ -217,9 +219,40 @@ class Shard(abc.ABC):
     def take(self, ticket: Any) -> Outcome:
         """The request's :class:`Outcome`, once :meth:`done`."""
 
+    @property
     @abc.abstractmethod
+    def broken(self) -> bool:
+        """Whether some of its sub-envs can take no more requests.
+
+        A connection of the shard timed out, was lost, broke the protocol, or was
+        interrupted halfway (a ``KeyboardInterrupt`` while it was read or written).
+
+        A broken shard is replaced, never repaired: open a new one for the same sub-envs
+        (:func:`connect_shard` with its :attr:`url`, :attr:`indices` and :attr:`protocol`)
+        and put it in its place (:meth:`Dispatcher.replace
+        <openenv_gym.transport.dispatch.Dispatcher.replace>`), which drops this one at
+        once. Its sub-envs start afresh there: their episodes are over.
+        """
+
+    @property
+    @abc.abstractmethod
+    def close_timeout(self) -> float | None:
+        """How long a polite close may wait for the server (``timeouts.close``)."""
+
+    @abc.abstractmethod
+    def closing(self) -> list[tuple[WebSocket, Sequence[bytes | str]]]:
+        """End every session: the sockets to close, each with the goodbye to send first.
+
+        For :func:`~openenv_gym.transport.raw.close_websockets`, which closes the sockets
+        of many shards within one deadline (:meth:`close` is one shard's).
+        """
+
     def close(self) -> None:
-        """Close every session of the shard. Never raises."""
+        """Close every session of the shard politely, within one close timeout.
+
+        Never raises.
+        """
+        close_websockets(self.closing(), self.close_timeout)
 
     @abc.abstractmethod
     def abort(self, why: str = "closed by the client") -> None:
@@ -329,9 +362,19 @@ class BatchShard(Shard):
             errors,
         )
 
-    def close(self) -> None:
-        """See :meth:`Shard.close`."""
-        self.conn.close()
+    @property
+    def broken(self) -> bool:
+        """See :attr:`Shard.broken`: the connection failed (all its slots)."""
+        return self.conn.failure is not None
+
+    @property
+    def close_timeout(self) -> float | None:
+        """See :attr:`Shard.close_timeout`."""
+        return self.conn.timeouts.close
+
+    def closing(self) -> list[tuple[WebSocket, Sequence[bytes | str]]]:
+        """See :meth:`Shard.closing`."""
+        return [self.conn.closing()]
 
     def abort(self, why: str = "closed by the client") -> None:
         """See :meth:`Shard.abort`."""
@@ -480,9 +523,19 @@ class JsonShard(Shard):
             errors,
         )
 
-    def close(self) -> None:
-        """See :meth:`Shard.close`."""
-        _close_all(s.close for s in self.sessions)
+    @property
+    def broken(self) -> bool:
+        """See :attr:`Shard.broken`: a session ended (the others may still answer)."""
+        return any(session.closed for session in self.sessions)
+
+    @property
+    def close_timeout(self) -> float | None:
+        """See :attr:`Shard.close_timeout`."""
+        return self.sessions[0].timeouts.close if self.sessions else None
+
+    def closing(self) -> list[tuple[WebSocket, Sequence[bytes | str]]]:
+        """See :meth:`Shard.closing`."""
+        return [session.closing() for session in self.sessions]
 
     def abort(self, why: str = "closed by the client") -> None:
         """See :meth:`Shard.abort`."""
@@ -495,15 +548,19 @@ class JsonShard(Shard):
             session.ws.interrupt()
 
 
-def _close_all(closers: Iterable[Any]) -> None:
-    """Run many blocking closes side by side (each waits for its server's close frame)."""
-    closers = list(closers)
-    if len(closers) <= 1:
-        for close in closers:
-            close()
-        return
-    with concurrent.futures.ThreadPoolExecutor(max_workers=min(32, len(closers))) as pool:
-        list(pool.map(lambda close: close(), closers))
+def close_shards(shards: Iterable[Shard]) -> None:
+    """Close every session of ``shards`` politely, side by side, within one close timeout.
+
+    The timeout is the longest of theirs, and a frozen server costs it once. Never raises.
+    """
+    shards = list(shards)
+    closings: list[tuple[WebSocket, Sequence[bytes | str]]] = []
+    for shard in shards:
+        with contextlib.suppress(Exception):
+            closings += shard.closing()
+    timeouts = [shard.close_timeout for shard in shards]
+    timeout = None if None in timeouts else max((t for t in timeouts if t is not None), default=0)
+    close_websockets(closings, timeout)
 
 
 def split_evenly(n: int, k: int) -> list[list[int]]:
@@ -612,6 +669,6 @@ def connect_shards(
     shards = [s for s in outcomes if isinstance(s, Shard)]
     failures = [e for e in outcomes if isinstance(e, BaseException)]
     if failures:
-        _close_all(s.close for s in shards)
+        close_shards(shards)
         raise failures[0]
     return shards

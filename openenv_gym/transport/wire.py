@@ -488,21 +488,43 @@ class WebSocket:
 
     def close(self, timeout: float | None = 5.0) -> None:
         """Close politely (close frame, wait for the server's), else drop. Never raises."""
+        if self.start_close():
+            deadline = deadline_after(timeout)
+            while self.failure is None and wait([self], deadline):
+                self.continue_close()
+        self.abort()
+
+    def start_close(self) -> bool:
+        """Start the closing handshake without blocking: write our close frame.
+
+        Messages not taken yet are dropped (nobody will take them now). Returns whether
+        the connection is still open: then call :meth:`continue_close` whenever
+        :func:`~openenv_gym.transport.waiting.wait` says it is ready, until :attr:`closed`
+        or your deadline, and :meth:`abort` it after. Never raises.
+        """
         if self.failure is not None:
-            return
+            return False
         self._closed_by_us = True
-        deadline = deadline_after(timeout)
+        self.messages.clear()
         try:
             self._proto.send_close()
             self._take_output()
-            self.flush_by(deadline)
-            while self.failure is None:
-                if not wait([self], deadline):
-                    break
-                self.read()
-        except (ConnectionLostError, RequestTimeoutError, RemoteProtocolError, InvalidState):
+            self.flush()
+        except (ConnectionLostError, InvalidState):
             pass
-        self.abort()
+        return self.failure is None
+
+    def continue_close(self) -> None:
+        """Write what is left of the closing handshake, read the peer's answer; no blocking.
+
+        Never raises.
+        """
+        try:
+            self.flush()
+            self.read()
+        except (ConnectionLostError, RemoteProtocolError):
+            pass
+        self.messages.clear()
 
 
 def open_websocket(
