@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import os
 import threading
 from collections.abc import Callable
 
@@ -45,7 +46,10 @@ class ServerThread:
         spec: A built-in server name (``wordle``) or ``package.module:Class`` (None with
             ``app``).
         config: Bind address, port, token and limits.
-        app: An OpenEnv app module to host instead (:mod:`openenv_gym.runtime.apps`).
+        app: An OpenEnv app module to host instead (:mod:`openenv_gym.runtime.apps`):
+            ``MODULE:ATTR`` or its :class:`~openenv_gym.runtime.apps.AppTarget`.
+        app_dir: An OpenEnv env directory to host instead; it becomes this process's
+            working directory, as upstream's ``cd /app/env``.
         concurrent: Host every session in this process, whatever the class says.
         max_workers: Most worker processes for a class not marked concurrent
             (:mod:`openenv_gym.runtime.serving`).
@@ -60,12 +64,22 @@ class ServerThread:
         spec: str | None,
         config: ServerConfig,
         *,
-        app: AppTarget | None = None,
+        app: AppTarget | str | None = None,
+        app_dir: str | os.PathLike[str] | None = None,
         concurrent: bool = False,
         max_workers: int = DEFAULT_MAX_WORKERS,
     ) -> None:
+        if isinstance(app, str):
+            app = AppTarget.parse(app)
+        if app_dir is not None:
+            app = AppTarget.from_dir(app_dir)
+            app.enter()
         self._hosted = host(
-            config, env=spec, app=app, concurrent=concurrent, max_workers=max_workers
+            config,
+            env=None if app is not None else spec,
+            app=app,
+            concurrent=concurrent,
+            max_workers=max_workers,
         )
         self.server = self._hosted.server
         self.spec = self._hosted.spec

@@ -22,7 +22,15 @@ from collections.abc import Callable, Iterator
 
 import psutil
 import pytest
-from interop_support import Server, start_openenv_app, start_our_server
+from interop_official import FAMILIES, Served, generate, native_argv, our_argv
+from interop_support import (
+    Server,
+    spawn_native,
+    spawn_ours,
+    start_openenv_app,
+    start_our_server,
+    started,
+)
 
 if importlib.util.find_spec("openenv") is None:
     collect_ignore_glob = ["*.py"]
@@ -41,13 +49,28 @@ def _no_orphans_at_exit() -> Iterator[None]:
     assert not _children(), "child processes outlived the session"
 
 
+def _shared_family() -> set[int]:
+    """The shared servers and their own children (the worker processes they fork)."""
+    family = set(_SHARED_PIDS)
+    for pid in _SHARED_PIDS:
+        with contextlib.suppress(psutil.NoSuchProcess):
+            family |= {p.pid for p in psutil.Process(pid).children(recursive=True)}
+    return family
+
+
 @pytest.fixture(autouse=True)
 def _no_orphans() -> Iterator[None]:
-    """No test may leave a child process behind (the shared servers excepted)."""
+    """No test may leave a child process behind (the shared servers and theirs excepted)."""
     before = _children()
     yield
-    left = _children() - before - _SHARED_PIDS
+    left = _children() - before - _shared_family()
     assert not left, f"child processes left behind: {sorted(left)}"
+
+
+def share(server: Server) -> Server:
+    """Count ``server`` (and the processes it forks) as shared: not a test's leftover."""
+    _SHARED_PIDS.add(server.proc.pid)
+    return server
 
 
 @contextlib.contextmanager
@@ -108,3 +131,35 @@ def fresh_server() -> Iterator[Callable[..., Server]]:
     """``fresh_server(*serve_args)``: ``openenv-gym serve``, stopped after the test."""
     with _fresh(start_our_server) as get:
         yield get
+
+
+@pytest.fixture(scope="session")
+def official(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Served]]:
+    """Every family of :mod:`interop_official`, natively and by us, for the whole session.
+
+    All of them start side by side (each imports OpenEnv, which takes seconds); the
+    ``openenv init`` one is generated first, in a temporary directory.
+    """
+    families = dict(FAMILIES)
+    generated = generate(tmp_path_factory.mktemp("openenv-init"))
+    families[generated.name] = generated
+    servers: list[Server] = []
+    served: dict[str, Served] = {}
+    try:
+        pairs = {}
+        for name, family in families.items():
+            native = spawn_native(native_argv(family))
+            servers.append(native)
+            ours = spawn_ours(*our_argv(family))
+            servers.append(ours)
+            pairs[name] = (family, native, ours)
+        for name, (family, native, ours) in pairs.items():
+            served[name] = Served(family, started(native, native=True), started(ours, native=False))
+        for server in servers:
+            _SHARED_PIDS.add(server.proc.pid)
+        yield served
+    finally:
+        for server in servers:
+            server.signal_stop()
+        for server in servers:
+            server.stop()

@@ -27,12 +27,17 @@ Apps:
 ``--factory`` picks ``create_app`` or ``create_fastapi_app``; both exist in openenv-core
 0.3.0 and openenv 0.10.0. ``state_cls`` is passed only where the factory takes it (>= 0.4;
 0.3.0 always reports the base ``State`` schema).
+
+``--module MODULE:ATTR`` serves an app module as upstream's images do (``cd DIR && uvicorn
+server.app:app``): ``--cwd DIR`` is entered and each ``--path`` put first on ``sys.path``
+before the import (the env directories of ``envs/``).
 """
 
 from __future__ import annotations
 
 import argparse
 import contextlib
+import importlib
 import inspect
 import os
 import socket
@@ -169,17 +174,27 @@ def build_app(name: str, factory: str, max_concurrent_envs: int) -> Any:
 def main(argv: list[str] | None = None) -> None:
     """Serve one app until standard input closes."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("app", choices=sorted(APPS))
+    parser.add_argument("app", nargs="?", choices=sorted(APPS))
     parser.add_argument(
         "--factory", default="create_app", choices=["create_app", "create_fastapi_app"]
     )
     parser.add_argument("--max-concurrent-envs", type=int, default=8)
+    parser.add_argument("--module", help="serve this MODULE:ATTR instead")
+    parser.add_argument("--path", action="append", default=[])
+    parser.add_argument("--cwd")
     args = parser.parse_args(argv)
 
     import uvicorn
 
     os.environ.pop("ENABLE_WEB_INTERFACE", None)  # never the Gradio UI
-    app = build_app(args.app, args.factory, args.max_concurrent_envs)
+    if args.module:
+        if args.cwd:
+            os.chdir(args.cwd)
+        sys.path[:0] = args.path
+        module, _, attr = args.module.partition(":")
+        app = getattr(importlib.import_module(module), attr)
+    else:
+        app = build_app(args.app, args.factory, args.max_concurrent_envs)
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     sock.bind(("127.0.0.1", 0))

@@ -38,8 +38,12 @@ __all__ = [
     "FailAfterFirst",
     "Server",
     "get_json",
+    "spawn_native",
+    "spawn_ours",
+    "start_native_app",
     "start_openenv_app",
     "start_our_server",
+    "started",
 ]
 
 HERE = Path(__file__).resolve().parent
@@ -198,17 +202,43 @@ def start_openenv_app(
     return _wait_healthy(server)
 
 
-def start_our_server(*serve_args: str) -> Server:
-    """Start ``python -m openenv_gym serve *serve_args --port 0`` and wait until healthy."""
+def start_native_app(module: str, *, cwd: Path, paths: tuple[Path, ...] = ()) -> Server:
+    """Serve an app module under uvicorn as upstream's images do (``cd cwd``, ``paths``)."""
+    argv = [sys.executable, "-m", "interop_apps", "--module", module, "--cwd", str(cwd)]
+    for path in paths:
+        argv += ["--path", str(path)]
+    return started(_spawn(argv), native=True)
+
+
+def spawn_native(argv: list[str]) -> Server:
+    """Start ``argv`` (an ``interop_apps`` command) without waiting: see :func:`started`."""
+    return _spawn(argv)
+
+
+def spawn_ours(*serve_args: str) -> Server:
+    """Start ``openenv-gym serve *serve_args --port 0`` without waiting (:func:`started`)."""
     argv = [
         sys.executable, "-m", "openenv_gym", "serve", *serve_args,
         "--port", "0", "--exit-with-stdin",
     ]  # fmt: skip
-    server = _spawn(argv)
+    return _spawn(argv)
+
+
+def started(server: Server, *, native: bool) -> Server:
+    """Wait until a spawned server prints where it listens and answers ``/health``.
+
+    Several servers spawned first and then waited for start side by side.
+    """
     try:
-        server.url = _first_line(server)
+        line = _first_line(server)
+        server.url = f"http://127.0.0.1:{int(line)}" if native else line
         assert server.url.startswith("http://127.0.0.1:"), server.url
     except BaseException:
         server.stop()
         raise
     return _wait_healthy(server)
+
+
+def start_our_server(*serve_args: str) -> Server:
+    """Start ``python -m openenv_gym serve *serve_args --port 0`` and wait until healthy."""
+    return started(spawn_ours(*serve_args), native=False)

@@ -12,10 +12,13 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["NAMESPACE", "RayServer", "ServerActor", "remote_actor"]
+__all__ = ["HOSTING", "NAMESPACE", "RayServer", "ServerActor", "remote_actor"]
 
 NAMESPACE = "openenv-gym"
 """The Ray namespace of every server actor (named ``<group>/<k>``)."""
+
+HOSTING = frozenset({"app", "app_dir", "concurrent", "max_workers"})
+"""Options of an actor that say what it hosts and how, not server settings."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -43,7 +46,9 @@ class ServerActor:
         token: The bearer token every request must carry.
         options: More :class:`~openenv_gym.runtime.settings.ServerConfig` fields
             (``max_sessions=``, ...); the ``OPENENV_GYM_*`` variables of the actor's
-            environment (``runtime_env={"env_vars": ...}``) apply below them.
+            environment (``runtime_env={"env_vars": ...}``) apply below them. Also
+            what to host instead of ``spec`` (:data:`HOSTING`: ``app=``, ``app_dir=``) and
+            how (``concurrent=``, ``max_workers=``).
 
     The server starts in the constructor, so an actor that Ray restarts
     (``max_restarts=``) serves again, on a new port.
@@ -58,8 +63,10 @@ class ServerActor:
         from openenv_gym.runtime.settings import ServerConfig
 
         host = ray.util.get_node_ip_address()
-        config = ServerConfig.from_env(host=host, port=0, token=token, **options)
-        self._thread = ServerThread(spec, config)
+        hosting = {k: v for k, v in options.items() if k in HOSTING}
+        settings = {k: v for k, v in options.items() if k not in HOSTING}
+        config = ServerConfig.from_env(host=host, port=0, token=token, **settings)
+        self._thread = ServerThread(spec, config, **hosting)
         self._url = self._thread.start()
         self._token = token
         self._spec = spec

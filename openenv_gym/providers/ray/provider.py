@@ -10,6 +10,7 @@ lost node) takes its server with it: its sub-envs fail with
 from __future__ import annotations
 
 import logging
+import os
 import secrets
 import uuid
 import weakref
@@ -19,6 +20,7 @@ from typing import Any
 from openenv_gym.config import env_float
 from openenv_gym.exceptions import ConfigurationError, ProviderError
 from openenv_gym.providers.base import Provider
+from openenv_gym.providers.local import app_target
 from openenv_gym.providers.ray.actor import NAMESPACE, RayServer
 from openenv_gym.providers.ray.cluster import connect, disconnect, import_ray
 from openenv_gym.providers.ray.launch import (
@@ -66,6 +68,11 @@ class RayProvider(Provider):
         pool: Attach to the named pool :func:`pool_up` started instead of starting
             servers (``close()`` then leaves the pool running); every other argument
             but ``ray_address`` and ``start_timeout`` must be left at its default.
+        app: An OpenEnv app module to host, ``MODULE:ATTR``, importable on the cluster
+            (``docs/official-envs.md``); ``server`` is then only its name.
+        app_dir: An OpenEnv env directory to host, a path on the cluster's nodes.
+        concurrent: Host every session of the app in one process even when its class is
+            not marked ``SUPPORTS_CONCURRENT_SESSIONS`` (default: a worker process each).
     """
 
     def __init__(
@@ -83,7 +90,11 @@ class RayProvider(Provider):
         max_restarts: int = 0,
         start_timeout: float | None = None,
         pool: str | None = None,
+        app: str | None = None,
+        app_dir: str | os.PathLike[str] | None = None,
+        concurrent: bool = False,
     ) -> None:
+        hosting = app_options(app, app_dir, concurrent)
         timeout = start_timeout or env_float("OPENENV_GYM_START_TIMEOUT", None)
         self.start_timeout = timeout or DEFAULT_START_TIMEOUT
         self.ray_address = ray_address
@@ -91,7 +102,7 @@ class RayProvider(Provider):
         self.pool = None if pool is None else check_name(pool, "pool")
         self.plan: Plan | None = None
         if self.pool is None:
-            if server == "generic":
+            if server == "generic" and not hosting:
                 raise ConfigurationError(
                     "openenv/Generic-v0 on Ray needs a server class: server='package.module:Class'"
                     " (or pool= to attach to a running pool)"
@@ -103,11 +114,11 @@ class RayProvider(Provider):
                 num_cpus=num_cpus,
                 resources=resources or {},
                 runtime_env=runtime_env,
-                server_options=server_options or {},
+                server_options={**(server_options or {}), **hosting},
                 max_restarts=max_restarts,
                 start_timeout=self.start_timeout,
             )
-        elif token is not None or runtime_env is not None or server_options:
+        elif token is not None or runtime_env is not None or server_options or hosting:
             raise ConfigurationError(
                 "pool= attaches to servers that run already: their token, runtime_env and "
                 "settings are the pool's"
@@ -230,3 +241,20 @@ def _close(ray: Any, launched: Launched, owns_ray: bool) -> None:
     finally:
         if owns_ray:
             disconnect(ray)
+
+
+def app_options(
+    app: str | None, app_dir: str | os.PathLike[str] | None, concurrent: bool
+) -> dict[str, Any]:
+    """The actor options of ``app=`` / ``app_dir=`` / ``concurrent=`` (empty: none given).
+
+    Raises:
+        ConfigurationError: Both ``app`` and ``app_dir``, or one of the wrong kind.
+    """
+    target = app_target(app, app_dir)  # the same checks as the local provider's
+    options: dict[str, Any] = {}
+    if target is not None:
+        options["app" if target[0] == "--app" else "app_dir"] = target[1]
+    if concurrent:
+        options["concurrent"] = True
+    return options

@@ -1,0 +1,5 @@
+"""The echo tool server."""
+
+from .echo_environment import EchoToolEnvironment
+
+__all__ = ["EchoToolEnvironment"]
