@@ -91,12 +91,16 @@ class AppTarget:
             upstream's ``cd``); None: leave it.
         fallback: Where to import the module from instead when it reaches above its
             top-level package (``--app-dir`` of a directory that is a package).
+        appended: Directories put last on ``sys.path``: ``--app-dir``'s parent, so that
+            the env imports under its package name too (``textarena_env.models``), as
+            when it is installed (upstream's images install it).
     """
 
     module: str
     attr: str = "app"
     paths: tuple[str, ...] = ()
     cwd: str | None = None
+    appended: tuple[str, ...] = ()
     fallback: AppTarget | None = field(default=None, compare=False)
 
     @property
@@ -142,7 +146,7 @@ class AppTarget:
             package = replace(
                 plain, module=f"{root.name}.{plain.module}", paths=(str(root), str(root.parent))
             )
-            plain = replace(plain, fallback=package)
+            plain = replace(plain, fallback=package, appended=(str(root.parent),))
         return plain
 
     def as_dict(self) -> dict[str, Any]:
@@ -152,12 +156,19 @@ class AppTarget:
             "attr": self.attr,
             "paths": list(self.paths),
             "cwd": self.cwd,
+            "appended": list(self.appended),
         }
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> AppTarget:
         """The inverse of :meth:`as_dict`."""
-        return cls(data["module"], data["attr"], tuple(data["paths"]), data["cwd"])
+        return cls(
+            data["module"],
+            data["attr"],
+            tuple(data["paths"]),
+            data["cwd"],
+            appended=tuple(data.get("appended", ())),
+        )
 
     def enter(self) -> None:
         """Put :attr:`paths` first on ``sys.path`` and change to :attr:`cwd` (this process)."""
@@ -165,6 +176,7 @@ class AppTarget:
             with contextlib.suppress(ValueError):
                 sys.path.remove(path)
             sys.path.insert(0, path)
+        sys.path.extend(path for path in self.appended if path not in sys.path)
         if self.cwd is not None:
             os.chdir(self.cwd)
 
@@ -403,6 +415,7 @@ def load_app(target: AppTarget) -> tuple[OpenEnvApp, AppTarget]:
     for path in reversed(target.paths):
         if path not in sys.path:
             sys.path.insert(0, path)
+    sys.path.extend(path for path in target.appended if path not in sys.path)
     if target.paths:
         _check_not_elsewhere(target.module, target.paths)
     before = set(sys.modules)

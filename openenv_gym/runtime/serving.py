@@ -125,8 +125,10 @@ def host(
         models, name, spec, target = None, env.rsplit(":", 1)[-1].lower(), env, {"env": env}
         default = True
     try:
-        if concurrent or _marked_concurrent(factory, recorded, default):
-            server = EnvServer(factory, config, models=models, name=name)
+        kind = _made_class(factory, recorded)
+        if concurrent or bool(getattr(kind, "SUPPORTS_CONCURRENT_SESSIONS", default)):
+            made = factory if kind is factory else _Made(factory, kind)
+            server = EnvServer(made, config, models=models, name=name)
             return Hosted(server, None, recorded, spec)
         return _in_workers(factory, models, config, target, name, spec, recorded, max_workers)
     except OpenEnvGymError:
@@ -167,8 +169,8 @@ def _in_workers(
     return Hosted(server, pool, recorded, spec)
 
 
-def _marked_concurrent(factory: Any, recorded: OpenEnvApp | None, default: bool) -> bool:
-    """The class's ``SUPPORTS_CONCURRENT_SESSIONS`` (one instance made if it must be)."""
+def _made_class(factory: Any, recorded: OpenEnvApp | None) -> Any:
+    """The class ``factory`` makes (one instance made, and closed, if it must be)."""
     kind = recorded.env_class if recorded is not None else None
     if kind is None and isinstance(factory, type):
         kind = factory
@@ -177,4 +179,24 @@ def _marked_concurrent(factory: Any, recorded: OpenEnvApp | None, default: bool)
         kind = type(instance)
         with contextlib.suppress(Exception):
             close_env(instance)
-    return bool(getattr(kind, "SUPPORTS_CONCURRENT_SESSIONS", default))
+    return kind
+
+
+class _Made:
+    """A factory function, seen by the runtime as the class it makes.
+
+    The runtime reads the class of what it hosts: ``reset``'s keyword arguments (the rest
+    dropped, as OpenEnv does), an own ``step_async`` to await (an MCP environment's), the
+    batched hooks. A factory function has none of them; this answers with the class's.
+    """
+
+    def __init__(self, make: Any, kind: type) -> None:
+        self._make = make
+        self._kind = kind
+        self.__name__ = kind.__name__
+
+    def __call__(self) -> Any:
+        return self._make()
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._kind, name)

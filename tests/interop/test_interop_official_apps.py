@@ -317,7 +317,11 @@ def test_app_in_the_older_layout_of_grid_world(fresh_server) -> None:
 
 def test_local_provider_starts_an_app_dir() -> None:
     envs = gymnasium.make_vec(
-        "openenv/Catch-v0", num_envs=2, provider="local", app_dir=str(ENVS / "spiel_env")
+        "openenv/Catch-v0",
+        num_envs=2,
+        provider="local",
+        app_dir=str(ENVS / "spiel_env"),
+        start_timeout=300,  # the server imports OpenEnv (and Gradio): a bound, not a speed
     )
     try:
         assert envs.unwrapped.protocols == ("batch",)

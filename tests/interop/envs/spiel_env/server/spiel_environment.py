@@ -31,6 +31,7 @@ class SpielEnvironment(Environment):
         )
         self._ball = (0, 0)
         self._paddle = COLUMNS // 2
+        self._episodes = 0
 
     def _observation(self, reward: float = 0.0, done: bool = False) -> OpenSpielObservation:
         board = [0.0] * (ROWS * COLUMNS)
@@ -46,14 +47,13 @@ class SpielEnvironment(Environment):
             done=done,
         )
 
-    def reset(
-        self, seed: int | None = None, episode_id: str | None = None, **kwargs: Any
-    ) -> OpenSpielObservation:
-        """A new game: the ball at the top of a column drawn from the seed."""
-        self._ball = (0, random.Random(seed).randrange(COLUMNS))
+    def reset(self) -> OpenSpielObservation:  # type: ignore[override]
+        """A new game, no seed taken (as upstream's): the ball's column cycles per instance."""
+        self._episodes += 1
+        self._ball = (0, random.Random(self._episodes).randrange(COLUMNS))
         self._paddle = COLUMNS // 2
         self._state = OpenSpielState(
-            episode_id=episode_id or str(uuid.uuid4()),
+            episode_id=str(uuid.uuid4()),
             game_name=self._state.game_name,
             agent_player=self._state.agent_player,
             opponent_policy=self._state.opponent_policy,
