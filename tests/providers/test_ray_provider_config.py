@@ -27,6 +27,9 @@ from openenv_gym.providers import LocalProvider, RayProvider, UrlProvider, make_
         ({"max_restarts": -2}, "max_restarts must be an integer >= -1"),
         ({"pool": "no spaces"}, "pool must be 1-63 letters"),
         ({"pool": "shared", "token": "t"}, "pool= attaches to servers that run already"),
+        ({"pool": "shared", "app": "m:app"}, "pool= attaches to servers that run already"),
+        ({"app": "m:app", "app_dir": "envs/echo_env"}, "app= and app_dir= exclude each other"),
+        ({"app": ""}, "app must be MODULE:ATTR"),
     ],
 )
 def test_bad_arguments(kwargs: dict[str, object], match: str) -> None:
@@ -44,6 +47,15 @@ def test_generic_needs_a_server_class_or_a_pool() -> None:
     with pytest.raises(ConfigurationError, match="needs a server class"):
         RayProvider("generic")
     assert RayProvider("generic", pool="shared").plan is None
+
+
+def test_an_app_is_the_server_of_a_generic_env(tmp_path) -> None:
+    plan = RayProvider("generic", app="echo_env.server.app:app", concurrent=True).plan
+    assert plan is not None
+    assert plan.server_options == {"app": "echo_env.server.app:app", "concurrent": True}
+    plan = RayProvider("generic", app_dir=tmp_path, server_options={"max_sessions": 8}).plan
+    assert plan is not None
+    assert plan.server_options == {"max_sessions": 8, "app_dir": str(tmp_path)}
 
 
 def test_each_provider_gets_its_own_token() -> None:

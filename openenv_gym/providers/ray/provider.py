@@ -114,7 +114,7 @@ class RayProvider(Provider):
                 num_cpus=num_cpus,
                 resources=resources or {},
                 runtime_env=runtime_env,
-                server_options={**(server_options or {}), **hosting},
+                server_options=_with_hosting(server_options or {}, hosting),
                 max_restarts=max_restarts,
                 start_timeout=self.start_timeout,
             )
@@ -258,3 +258,10 @@ def app_options(
     if concurrent:
         options["concurrent"] = True
     return options
+
+
+def _with_hosting(server_options: Any, hosting: dict[str, Any]) -> Any:
+    """``server_options`` with the hosting options added (left as given when none are)."""
+    if not hosting or not isinstance(server_options, Mapping):
+        return server_options  # the plan checks what it was given
+    return {**server_options, **hosting}
