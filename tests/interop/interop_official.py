@@ -106,7 +106,7 @@ def generate(where: Path) -> Family:
         [str(script), "init", "gen_env", "--output-dir", str(where)],
         check=True,
         capture_output=True,
-        timeout=120,
+        timeout=600,  # it imports OpenEnv's CLI: a bound against a hang only
     )
     return Family("gen_env", concurrent=True, root=where)
 
