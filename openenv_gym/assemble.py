@@ -182,10 +182,14 @@ def assemble(recipe: Recipe, connect: Connect[C] | None = None) -> Started | Ass
         tool=recipe.tool,
     )
     hosts_app = any(key in recipe.provider_options for key in ("app", "app_dir"))
-    name = local_server(codec, recipe.server, recipe.provider, recipe.base_url, app=hosts_app)
-    seeded = serves_seeded(name, recipe.provider, recipe.base_url)
+    kind = recipe.provider
+    image = recipe.provider_options.get("image")
+    if kind is None and recipe.base_url is None and image is not None:
+        kind = "docker"  # image= alone: that image in Docker (docs/official-envs.md)
+    name = local_server(codec, recipe.server, kind, recipe.base_url, app=hosts_app)
+    seeded = serves_seeded(name, kind, recipe.base_url) and image is None
     provider = make_provider(
-        name, provider=recipe.provider, base_url=recipe.base_url, **recipe.provider_options
+        name, provider=kind, base_url=recipe.base_url, **recipe.provider_options
     )
     try:
         urls = list(provider.start())

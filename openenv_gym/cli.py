@@ -12,6 +12,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import dataclasses
 import json
 import logging
 import os
@@ -65,7 +66,22 @@ examples:
   openenv-gym envs --json""",
     "images": """\
 examples:
-  openenv-gym images build wordle echo""",
+  openenv-gym images build wordle echo
+  openenv-gym images derive registry.hf.space/openenv-echo-env:latest
+  openenv-gym images list""",
+    "images derive": """\
+examples:
+  openenv-gym images derive registry.hf.space/openenv-echo-env:latest
+  openenv-gym images derive my/echo-env:1 --tag registry.example.org/echo-batched:1""",
+    "images list": """\
+examples:
+  openenv-gym images list
+  openenv-gym images list --json""",
+    "images rm": """\
+examples:
+  openenv-gym images rm                             every derived image and marker
+  openenv-gym images rm my/echo-env:1               those of one base image
+  openenv-gym images rm --stale                     those of other openenv-gym versions""",
     "images build": """\
 examples:
   openenv-gym images build                          every server we ship
@@ -258,7 +274,9 @@ def _parser() -> argparse.ArgumentParser:
         help="seconds each check may take in all (default 60)",
     )
     check.add_argument("--log-level", default="WARNING")
-    images = sub.add_parser("images", help="Docker images of the servers we ship")
+    images = sub.add_parser(
+        "images", help="Docker images: of the servers we ship, and derived from official ones"
+    )
     images_sub = images.add_subparsers(dest="images_command", required=True)
     build = images_sub.add_parser(
         "build",
@@ -277,6 +295,36 @@ def _parser() -> argparse.ArgumentParser:
         "--no-wheels", action="store_true", help="reuse the wheelhouse as it is (no pip wheel)"
     )
     build.add_argument("--log-level", default="INFO")
+    derive = images_sub.add_parser(
+        "derive",
+        help="derive an image that serves an official OpenEnv image's app with our runtime",
+        description="Add openenv-gym (from a host wheelhouse for the image's own Python) to "
+        "IMAGE and make it serve the same app with `openenv-gym serve --app` (the batched "
+        "protocol); cached, as DockerProvider(image=IMAGE) does at its first start. Prints "
+        "the derived image's tag; exits 2 with the reason when IMAGE cannot take our runtime.",
+    )
+    derive.add_argument("image", help="a local image (never pulled), e.g. my/openenv-echo:1")
+    derive.add_argument("--tag", help="also tag the derived image so (e.g. for a registry)")
+    derive.add_argument("--log-level", default="INFO")
+    listing = images_sub.add_parser(
+        "list",
+        help="list derived images (and images that run with their own server, and why)",
+        description="The cache of derived images: per base image, the derived image or the "
+        "reason it runs with its own server; `current` is this openenv-gym's.",
+    )
+    listing.add_argument("--json", action="store_true", help="print JSON")
+    listing.add_argument("--log-level", default="WARNING")
+    remove = images_sub.add_parser(
+        "rm",
+        help="remove derived images from the cache",
+        description="Remove derived images and markers: all, or those of the base images "
+        "named. The next DockerProvider(image=...) derives again.",
+    )
+    remove.add_argument("images", nargs="*", help="base images (default: every one)")
+    remove.add_argument(
+        "--stale", action="store_true", help="only those of other openenv-gym versions"
+    )
+    remove.add_argument("--log-level", default="WARNING")
     gc = sub.add_parser(
         "gc",
         help="remove leftover containers of the docker provider",
@@ -442,7 +490,30 @@ def _images(args: argparse.Namespace) -> int:
     from pathlib import Path
 
     from openenv_gym.images import SERVERS, build_images
+    from openenv_gym.providers import derive
 
+    if args.images_command == "derive":
+        derived = derive.derive(args.image, tag=args.tag)
+        sys.stdout.write(f"{derived.image}\n" + (f"{args.tag}\n" if args.tag else ""))
+        return 0
+    if args.images_command == "list":
+        rows = derive.derived_images()
+        if args.json:
+            text = json.dumps([dataclasses.asdict(row) for row in rows], indent=2)
+            sys.stdout.write(text + "\n")
+            return 0
+        for row in rows:
+            runs = f"native: {row.native}" if row.native else "batched (openenv-gym serve)"
+            mark = "" if row.current else "  [other openenv-gym]"
+            sys.stdout.write(
+                f"{row.base or row.base_id[:19]}\n  {row.tag}  {row.size / 2**20:.0f} MiB{mark}\n"
+                f"  {runs}\n"
+            )
+        return 0
+    if args.images_command == "rm":
+        removed = derive.remove_derived(args.images, stale_only=args.stale)
+        sys.stdout.write("".join(f"removed {tag}\n" for tag in removed))
+        return 0
     tags = build_images(
         args.names or SERVERS,
         base_image=args.base_image,

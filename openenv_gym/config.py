@@ -62,6 +62,10 @@ ENV_VARS: dict[str, str] = {
     "OPENENV_GYM_NO_UVLOOP": "1: servers use the asyncio loop even when uvloop is installed",
     "OPENENV_GYM_PYTHON": "interpreter that runs local servers (default: the current one)",
     "OPENENV_GYM_SPIN_US": "µs a wait for a reply polls without sleeping first (default 1000)",
+    "OPENENV_GYM_CACHE_DIR": (
+        "wheelhouses of derived Docker images (default $XDG_CACHE_HOME/openenv-gym, "
+        "else ~/.cache/openenv-gym)"
+    ),
     # `openenv-gym serve` (ServerConfig.from_env); a flag wins over its variable
     "OPENENV_GYM_TOKEN": (
         "bearer token: serve demands it; clients send it (default token=) and give it to "

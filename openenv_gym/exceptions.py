@@ -42,6 +42,8 @@ once, at the transport or protocol boundary, with ``raise ... from exc``::
     ├── WaitTimeoutError (TimeoutError,      step_wait / recv gave up waiting; the step
     │     multiprocessing.TimeoutError)      is still pending (call again)
     ├── ProviderError                        a server could not be started or stopped
+    │   └── UnsupportedImageError            an image cannot be served by our runtime
+    │                                        (DockerProvider(runtime="openenv-gym"))
     └── EnvErrorGroup                        several sub-envs of a vector env failed;
                                              ``errors`` maps env index -> error
 
@@ -96,6 +98,7 @@ __all__ = [
     "SessionError",
     "TransportError",
     "UnknownTypeError",
+    "UnsupportedImageError",
     "UsageError",
     "WaitTimeoutError",
     "server_error",
@@ -328,6 +331,15 @@ class WaitTimeoutError(OpenEnvGymError, TimeoutError, multiprocessing.TimeoutErr
 
 class ProviderError(OpenEnvGymError):
     """A server could not be started, reached, or stopped."""
+
+
+class UnsupportedImageError(ProviderError):
+    """An image cannot be served by openenv-gym's runtime; the message says why.
+
+    No Python in it, a Python we have no wheels for, a command that names no app we can
+    read, or an app the runtime cannot host. ``DockerProvider(runtime="auto")`` then runs
+    the image's own server instead; ``runtime="openenv-gym"`` raises this.
+    """
 
 
 class EnvErrorGroup(OpenEnvGymError):

@@ -13,6 +13,14 @@ one per container unless ``OPENENV_GYM_TOKEN`` is set, given to it as
 ``OPENENV_GYM_TOKEN`` (:meth:`DockerProvider.token`); an image that does not read it
 ignores it.
 
+An image that is not ours (an official OpenEnv image) is served by our runtime by default
+(``runtime="auto"``): the provider runs its *derived* image
+(:mod:`openenv_gym.providers.derive`: the same image with openenv-gym installed, serving the
+same app over the batched protocol), derived once and cached. If the image cannot take our
+runtime, one warning says why and its own server runs instead (OpenEnv's JSON ``/ws``);
+``runtime="native"`` always runs its own server, ``runtime="openenv-gym"`` raises
+:class:`~openenv_gym.exceptions.UnsupportedImageError` instead of falling back.
+
 The ``docker`` package is optional: ``pip install 'openenv-gym[docker]'``.
 """
 
@@ -26,6 +34,7 @@ import socket
 import time
 import weakref
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from openenv_gym._http import get_json
@@ -36,12 +45,16 @@ from openenv_gym.exceptions import (
     ConfigurationError,
     OpenEnvGymError,
     ProviderError,
+    UnsupportedImageError,
 )
+from openenv_gym.providers import derive
 from openenv_gym.providers.base import Provider
+from openenv_gym.providers.image_command import served_app
 
 if TYPE_CHECKING:
     import docker
     from docker.models.containers import Container
+    from docker.models.images import Image
 
 __all__ = [
     "DEFAULT_LIMITS",
@@ -49,6 +62,7 @@ __all__ = [
     "LABEL_MANAGED",
     "LABEL_OWNER",
     "DockerProvider",
+    "Launch",
     "docker_client",
     "gc",
     "image_name",
@@ -91,18 +105,52 @@ def image_name(server: str) -> str:
     return f"openenv-gym/{server}:{__version__}"
 
 
+@dataclass(frozen=True, slots=True)
+class Launch:
+    """What the provider runs for its image (decided once, at the first start).
+
+    Attributes:
+        image: The image to run: the one given, or its derived image.
+        command: The command to run it with (None: the image's own).
+        runtime: ``"openenv-gym"`` (ours or a derived image: the batched protocol) or
+            ``"native"`` (the image's own server: OpenEnv's JSON ``/ws``).
+        port: The port the server listens on inside the container.
+        ours: Whether the image itself is one of ours (``openenv-gym images build``).
+        reason: Why an image runs natively under ``runtime="auto"`` (None otherwise).
+    """
+
+    image: str
+    command: list[str] | None
+    runtime: str
+    port: int
+    ours: bool = False
+    reason: str | None = None
+
+
 class DockerProvider(Provider):
     """Start ``num_containers`` containers of one image; hand out their loopback URLs.
 
     Args:
         server: Built-in name (``wordle``, ``echo``, ``catch``): the image is
             :func:`image_name` of it unless ``image=`` is given.
-        image: Any image serving OpenEnv's HTTP/WebSocket API on ``container_port``
-            (ours, or an official OpenEnv image: the client then speaks JSON ``/ws``).
+        image: Any image serving OpenEnv's HTTP/WebSocket API: ours, or an official
+            OpenEnv image (served by our runtime from a derived image, see ``runtime``).
         num_containers: How many containers K (a vector env spreads its sub-envs over them).
-        max_sessions: ``MAX_SESSIONS`` of each container (env instances per server process);
-            None keeps the image's default.
-        container_port: The port the server listens on inside the container.
+        max_sessions: Env instances per container (``MAX_SESSIONS`` of ours;
+            ``OPENENV_GYM_MAX_SESSIONS`` and OpenEnv's ``MAX_CONCURRENT_ENVS`` of a derived
+            or native official image); None keeps the image's default.
+        runtime: For an image that is not ours: ``"auto"`` (default) serves it with our
+            runtime from its derived image (:func:`~openenv_gym.providers.derive.derive`,
+            cached), or with its own server when it cannot take ours (one warning says
+            why); ``"openenv-gym"`` the same, but raises
+            :class:`~openenv_gym.exceptions.UnsupportedImageError` instead of falling back;
+            ``"native"``: its own server (OpenEnv's JSON ``/ws``).
+        concurrent: Our runtime hosts every session of an env not marked
+            ``SUPPORTS_CONCURRENT_SESSIONS`` in one process (``serve --concurrent``), for an
+            env whose instances share nothing; by default each such session gets a
+            worker process of its own.
+        container_port: The port the server listens on inside the container (default 8000,
+            or the ``--port`` of an official image's own command).
         start_timeout: Seconds for each container to answer ``GET /health``
             (``OPENENV_GYM_START_TIMEOUT``, default 30).
         limits: Overrides of :data:`DEFAULT_LIMITS` (``mem_limit``, ``nano_cpus``,
@@ -121,7 +169,9 @@ class DockerProvider(Provider):
         image: str | None = None,
         num_containers: int = 1,
         max_sessions: int | None = None,
-        container_port: int = 8000,
+        runtime: str = "auto",
+        concurrent: bool = False,
+        container_port: int | None = None,
         start_timeout: float | None = None,
         limits: Mapping[str, Any] | None = None,
         environment: Mapping[str, str] | None = None,
@@ -140,10 +190,18 @@ class DockerProvider(Provider):
             image = image_name(server)
         if max_sessions is not None and max_sessions < 1:
             raise ConfigurationError(f"max_sessions must be >= 1, got {max_sessions}")
+        if runtime not in derive.RUNTIMES:
+            raise ConfigurationError(
+                f"runtime must be one of {', '.join(map(repr, derive.RUNTIMES))}, got {runtime!r}"
+            )
+        if concurrent and runtime == "native":
+            raise ConfigurationError("concurrent=True is for our runtime, not runtime='native'")
         self.server = server
         self.image = image
         self.num_containers = num_containers
         self.max_sessions = max_sessions
+        self.runtime = runtime
+        self.concurrent = bool(concurrent)
         self.container_port = container_port
         self.start_timeout = (
             check_seconds(start_timeout, "start_timeout")
@@ -159,6 +217,8 @@ class DockerProvider(Provider):
         self._ids: list[str] = []
         self._urls: list[str] | None = None
         self._finalizer: weakref.finalize[Any, Any] | None = None
+        self.launch: Launch | None = None
+        """What runs (:class:`Launch`), known once started."""
 
     @property
     def client(self) -> docker.DockerClient:
@@ -172,6 +232,8 @@ class DockerProvider(Provider):
         if self._urls is not None:
             return list(self._urls)
         client = self.client
+        if self.launch is None:
+            self.launch = self._decide(client)
         if self._finalizer is None:  # also runs at interpreter exit
             self._finalizer = weakref.finalize(self, _remove_all, client, self._ids)
         try:
@@ -227,20 +289,87 @@ class DockerProvider(Provider):
         logger.warning("restarted container %d of %s at %s", index, self.image, url)
         return url
 
+    def _decide(self, client: docker.DockerClient) -> Launch:
+        """Ours, derived or native: what to run for :attr:`image` (see ``runtime``)."""
+        image = self._image(client)
+        command = derive.serve_command(image)
+        if command is not None or derive.is_ours(image):
+            port = self.container_port or 8000
+            return Launch(self.image, command, "openenv-gym", port, ours=command is None)
+        if self.runtime != "native":
+            try:
+                derived = derive.derive(self.image, client=client, environment=self.environment)
+            except UnsupportedImageError as exc:
+                if self.runtime == "openenv-gym":
+                    raise
+                logger.warning(
+                    "%s cannot be served by openenv-gym's runtime (%s): running its own "
+                    "server, stepped over OpenEnv's JSON /ws",
+                    self.image,
+                    exc,
+                )
+                return Launch(self.image, None, "native", self._native_port(image), reason=str(exc))
+            return Launch(
+                derived.image, list(derived.serve), "openenv-gym", self.container_port or 8000
+            )
+        return Launch(self.image, None, "native", self._native_port(image))
+
+    def _image(self, client: docker.DockerClient) -> Image:
+        import docker
+
+        try:
+            return client.images.get(self.image)
+        except docker.errors.ImageNotFound as exc:
+            hint = f"; build it with: openenv-gym images build {self.server}" if self.server else ""
+            raise ProviderError(f"no image {self.image!r} (never pulled){hint}") from exc
+        except docker.errors.DockerException as exc:
+            raise ProviderError(f"cannot inspect image {self.image!r}: {exc}") from exc
+
+    def _native_port(self, image: Image) -> int:
+        """The port an image's own server listens on: ``container_port``, else its command's."""
+        if self.container_port is not None:
+            return self.container_port
+        config = image.attrs.get("Config") or {}
+        try:
+            served = served_app(
+                config.get("Entrypoint"), config.get("Cmd"), config.get("WorkingDir")
+            )
+        except UnsupportedImageError:
+            return 8000
+        return served.port
+
+    def _environment(self, launch: Launch) -> dict[str, str]:
+        environment = {"PORT": str(launch.port)}
+        if self.max_sessions is not None:
+            if launch.ours:
+                environment["MAX_SESSIONS"] = str(self.max_sessions)
+            else:  # OpenEnv's own apps read MAX_CONCURRENT_ENVS
+                environment["MAX_CONCURRENT_ENVS"] = str(self.max_sessions)
+                if launch.runtime == "openenv-gym":
+                    environment["OPENENV_GYM_MAX_SESSIONS"] = str(self.max_sessions)
+        environment.update(self.environment)
+        return environment
+
+    def _command(self, launch: Launch) -> list[str] | None:
+        if launch.command is None:
+            return None
+        command = [*launch.command, "--host", "0.0.0.0", "--port", str(launch.port)]
+        return [*command, "--concurrent"] if self.concurrent else command
+
     def _run_one(self, client: docker.DockerClient) -> Container:
         import docker
 
-        environment = {"PORT": str(self.container_port)}
-        if self.max_sessions is not None:
-            environment["MAX_SESSIONS"] = str(self.max_sessions)
-        environment.update(self.environment)
+        launch = self.launch
+        assert launch is not None
+        environment = self._environment(launch)
         token = environment["OPENENV_GYM_TOKEN"] = self._token or secrets.token_urlsafe(32)
         try:
             # create + start, never run(): run() pulls a missing image from a registry
             container = client.containers.create(
-                self.image,
+                launch.image,
+                command=self._command(launch),
                 detach=True,
-                ports={f"{self.container_port}/tcp": ("127.0.0.1", None)},
+                ports={f"{launch.port}/tcp": ("127.0.0.1", None)},
                 labels={
                     LABEL_MANAGED: "1",
                     LABEL_OWNER: str(os.getpid()),
@@ -254,10 +383,9 @@ class DockerProvider(Provider):
                 **self.limits,
             )
         except docker.errors.ImageNotFound as exc:
-            hint = f"; build it with: openenv-gym images build {self.server}" if self.server else ""
-            raise ProviderError(f"no image {self.image!r}{hint}") from exc
+            raise ProviderError(f"no image {launch.image!r}: it was removed meanwhile") from exc
         except docker.errors.DockerException as exc:
-            raise ProviderError(f"cannot start a container of {self.image!r}: {exc}") from exc
+            raise ProviderError(f"cannot start a container of {launch.image!r}: {exc}") from exc
         self.containers.append(container)
         self._tokens.append(token)
         self._ids.append(container.id)
@@ -268,8 +396,9 @@ class DockerProvider(Provider):
         return container
 
     def _host_port(self, container: Container) -> int | None:
+        assert self.launch is not None
         ports = container.attrs.get("NetworkSettings", {}).get("Ports") or {}
-        bindings = ports.get(f"{self.container_port}/tcp") or []
+        bindings = ports.get(f"{self.launch.port}/tcp") or []
         for binding in bindings:
             if binding.get("HostIp") in ("127.0.0.1", "") and binding.get("HostPort"):
                 return int(binding["HostPort"])

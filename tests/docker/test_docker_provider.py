@@ -8,21 +8,18 @@ Every test checks that no container it started is left behind.
 
 from __future__ import annotations
 
-import io
 import os
 import signal
 import subprocess
 import sys
-import tarfile
 import textwrap
 import time
-from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import gymnasium
 import numpy as np
 import pytest
+from docker_support import BASE_IMAGE, ours
 
 import openenv_gym  # noqa: F401 - registers the ids
 from openenv_gym.exceptions import (
@@ -35,25 +32,11 @@ from openenv_gym.exceptions import (
 from openenv_gym.providers import make_provider
 from openenv_gym.providers.docker import (
     LABEL_MANAGED,
-    LABEL_OWNER,
     DockerProvider,
-    docker_client,
     image_name,
 )
 
 pytestmark = [pytest.mark.docker, pytest.mark.integration, pytest.mark.timeout(300)]
-
-BASE_IMAGE = os.environ.get("OPENENV_GYM_TEST_BASE_IMAGE", "local/python-base:bookworm")
-
-
-def _ours(client: Any, owner: int | None = None) -> list[Any]:
-    label = [f"{LABEL_MANAGED}=1", f"{LABEL_OWNER}={owner or os.getpid()}"]
-    return list(client.containers.list(all=True, filters={"label": label}))
-
-
-@pytest.fixture(scope="session")
-def client() -> Any:
-    return docker_client()  # raises (fails the test) when there is no engine
 
 
 @pytest.fixture(scope="session")
@@ -64,23 +47,13 @@ def wordle_image(client: Any) -> str:
     return build_images(["wordle"], base_image=BASE_IMAGE)[0]
 
 
-@pytest.fixture(autouse=True)
-def no_leftovers(client: Any) -> Iterator[None]:
-    """Fail a test that leaves a container of this process behind (and remove it)."""
-    yield
-    left = _ours(client)
-    for container in left:
-        container.remove(force=True)
-    assert not left, f"containers left behind: {[c.short_id for c in left]}"
-
-
 def test_make_vec_64_envs_in_4_containers_lockstep(client: Any, wordle_image: str) -> None:
     envs = gymnasium.make_vec(
         "openenv/Wordle-v0", num_envs=64, provider="docker", envs_per_container=16
     )
     local = gymnasium.make_vec("openenv/Wordle-v0", num_envs=64, num_servers=1)
     try:
-        assert len(_ours(client)) == 4
+        assert len(ours(client)) == 4
         urls = envs.unwrapped.base_urls
         assert len(set(urls)) == 4
         assert all(u.startswith("http://127.0.0.1:") for u in urls)
@@ -99,7 +72,7 @@ def test_make_vec_64_envs_in_4_containers_lockstep(client: Any, wordle_image: st
     finally:
         envs.close()
         local.close()
-    assert _ours(client) == []
+    assert ours(client) == []
 
 
 def test_killed_container_gives_typed_error_within_step_timeout(
@@ -149,7 +122,7 @@ def test_killed_container_is_restarted_on_server_loss(client: Any, wordle_image:
         assert provider.containers[1].id == kept
         assert provider.containers[0].id != lost
         assert provider.token(0) != old_token  # a new container, a new token
-        assert lost not in {c.id for c in _ours(client)}  # the dead one is removed
+        assert lost not in {c.id for c in ours(client)}  # the dead one is removed
         obs, *_ = envs.step(["[crane]"] * 4)  # the lost two autoreset on the new container
         assert all(o.startswith("You are Playing Wordle") for o in obs[:2])
     finally:
@@ -173,8 +146,8 @@ def test_close_removes_every_container(client: Any, wordle_image: str) -> None:
     provider = make_provider("wordle", provider="docker", num_servers=3)
     assert isinstance(provider, DockerProvider)
     with provider:
-        assert len(_ours(client)) == 3
-    assert _ours(client) == []
+        assert len(ours(client)) == 3
+    assert ours(client) == []
     provider.close()  # idempotent
 
 
@@ -223,7 +196,7 @@ def test_sigkill_of_client_then_gc_leaves_nothing(client: Any, wordle_image: str
         assert len(ids) == 2
         os.kill(child.pid, signal.SIGKILL)
         child.wait(30)
-        assert {c.id for c in _ours(client, child.pid)} == set(ids)  # SIGKILL: no cleanup ran
+        assert {c.id for c in ours(client, child.pid)} == set(ids)  # SIGKILL: no cleanup ran
         result = subprocess.run(
             [sys.executable, "-m", "openenv_gym", "gc"],
             capture_output=True,
@@ -232,14 +205,14 @@ def test_sigkill_of_client_then_gc_leaves_nothing(client: Any, wordle_image: str
             check=False,
         )
         assert result.returncode == 0, result.stderr
-        assert _ours(client, child.pid) == []
+        assert ours(client, child.pid) == []
         for container_id in ids:
             assert container_id[:12] in result.stdout
     finally:
         if child.poll() is None:
             child.kill()
             child.wait()
-        for container in _ours(client, child.pid):
+        for container in ours(client, child.pid):
             container.remove(force=True)
 
 
@@ -267,7 +240,7 @@ def test_gc_spares_containers_of_a_live_owner(client: Any, wordle_image: str) ->
 
     with DockerProvider("wordle") as provider:
         assert provider.containers[0].id not in gc()
-        assert len(_ours(client)) == 1
+        assert len(ours(client)) == 1
 
 
 def test_never_healthy_container_raises_with_its_logs(client: Any, wordle_image: str) -> None:
@@ -277,7 +250,7 @@ def test_never_healthy_container_raises_with_its_logs(client: Any, wordle_image:
     with pytest.raises(ProviderError, match="no-such-env") as info:
         provider.start()
     assert "last log lines" in str(info.value)
-    assert _ours(client) == []
+    assert ours(client) == []
 
 
 def test_start_timeout_names_the_container(client: Any, wordle_image: str) -> None:
@@ -285,7 +258,7 @@ def test_start_timeout_names_the_container(client: Any, wordle_image: str) -> No
     provider = DockerProvider("wordle", environment={"PORT": "8001"}, start_timeout=3)
     with pytest.raises(ProviderError, match="not healthy at"):
         provider.start()
-    assert _ours(client) == []
+    assert ours(client) == []
 
 
 def test_missing_image_has_a_build_hint(client: Any) -> None:
@@ -313,71 +286,13 @@ def test_configuration_errors() -> None:
         )
 
 
-# ---------------------------------------------------------------- an official-style OpenEnv image
-OPENENV_IMAGE_DIR = Path(__file__).parent / "openenv_image"
-
-
-@pytest.fixture(scope="session")
-def openenv_image(client: Any) -> str:
-    """An image serving our Echo through OpenEnv's own create_app (openenv==0.10.0)."""
-    from openenv_gym.images import build_wheelhouse
-
-    root = Path(__file__).resolve().parents[2]
-    wheels = build_wheelhouse(
-        root / "build" / "wheelhouse-openenv", extra=["openenv==0.10.0", "uvicorn"]
-    )
-    buffer = io.BytesIO()
-    with tarfile.open(fileobj=buffer, mode="w") as tar:
-        for name in ("Dockerfile", "openenv_echo_app.py"):
-            tar.add(str(OPENENV_IMAGE_DIR / name), arcname=name)
-        tar.add(str(wheels), arcname="wheels")
-    buffer.seek(0)
-    tag = "openenv-gym-test/openenv-echo:0.10.0"
-    client.images.build(
-        fileobj=buffer,
-        custom_context=True,
-        tag=tag,
-        buildargs={"BASE_IMAGE": BASE_IMAGE},
-        rm=True,
-        forcerm=True,
-    )
-    return tag
-
-
-def test_openenv_image_runs_on_the_json_path(client: Any, openenv_image: str) -> None:
-    provider = DockerProvider(image=openenv_image, num_containers=2)
-    envs = gymnasium.make_vec("openenv/Echo-v0", num_envs=8, provider=provider)
-    local = gymnasium.make_vec("openenv/Echo-v0", num_envs=8)
-    try:
-        assert len(_ours(client)) == 2
-        assert envs.unwrapped.protocols == ("json", "json")
-        obs, _ = envs.reset(seed=3)
-        np.testing.assert_equal(obs, local.reset(seed=3)[0])
-        local.action_space.seed(1)
-        for _ in range(3):
-            actions = local.action_space.sample()
-            out, ref = envs.step(actions), local.step(actions)
-            for got, want in zip(out[:4], ref[:4], strict=True):
-                np.testing.assert_equal(got, want)
-        env = gymnasium.make("openenv/Echo-v0", provider=DockerProvider(image=openenv_image))
-        try:
-            assert env.unwrapped.protocol == "json"
-            env.reset(seed=0)
-            env.step(env.action_space.sample())
-        finally:
-            env.close()
-    finally:
-        envs.close()
-        local.close()
-
-
 def test_trl_factory_shares_one_container(client: Any, wordle_image: str) -> None:
     from openenv_gym.integrations.trl import environment_factory
 
     factory = environment_factory("openenv/Wordle-v0", provider="docker")
     try:
         a, b, c = factory(), factory(), factory()
-        assert len(_ours(client)) == 1  # one container, three sessions
+        assert len(ours(client)) == 1  # one container, three sessions
         assert a.env.unwrapped.base_url == c.env.unwrapped.base_url == factory.base_url
         a.reset(seed=1)
         b.reset(seed=1)
@@ -387,7 +302,7 @@ def test_trl_factory_shares_one_container(client: Any, wordle_image: str) -> Non
         assert b.get_reward() == 1.0
     finally:
         factory.close()
-    assert _ours(client) == []  # close() removed the container
+    assert ours(client) == []  # close() removed the container
 
 
 def test_container_start_and_removal_are_logged_with_url_and_id(

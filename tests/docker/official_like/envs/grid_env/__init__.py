@@ -1,0 +1,1 @@
+"""A grid world in the older layout of OpenEnv's ``envs/grid_world_env``."""

@@ -1,0 +1,1 @@
+"""The TextArena-style environment's server."""
