@@ -10,6 +10,7 @@ falls back at once. ``openenv-gym images list`` / ``rm`` read and prune both.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import io
 import json
@@ -267,7 +268,8 @@ def remove_derived(
     """Remove derived images and markers (of ``bases`` only, if given); their tags.
 
     Args:
-        bases: Base images (names or ids) whose derived images to remove; none: all.
+        bases: Base images whose derived images to remove (none: all): by the name they
+            were derived under (any version of that image), or by an image's id.
         stale_only: Only those for another openenv-gym than this one.
         client: A ``docker.DockerClient``.
     """
@@ -276,12 +278,13 @@ def remove_derived(
     from openenv_gym.providers.docker import docker_client
 
     client = client or docker_client()
-    wanted: set[str] = set()
+    wanted: set[str] = set(bases)
     for base in bases:
-        wanted.add(get_image(client, base).id)
+        with contextlib.suppress(ProviderError):  # gone: its name still matches
+            wanted.add(get_image(client, base).id)
     removed = []
     for row in derived_images(client):
-        if wanted and row.base_id not in wanted:
+        if wanted and not {row.base, row.base_id} & wanted:
             continue
         if stale_only and row.current:
             continue

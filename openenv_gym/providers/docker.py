@@ -61,6 +61,7 @@ __all__ = [
     "LABEL_HOST",
     "LABEL_MANAGED",
     "LABEL_OWNER",
+    "OFFICIAL_START_TIMEOUT",
     "DockerProvider",
     "Launch",
     "docker_client",
@@ -80,6 +81,9 @@ DEFAULT_LIMITS: dict[str, Any] = {
     "pids_limit": 256,
 }
 """Resource limits every container gets unless overridden (``limits=``)."""
+
+OFFICIAL_START_TIMEOUT = 120.0
+"""Default seconds for a container of an image that is not ours to turn healthy."""
 
 _INSTALL_HINT = "the docker provider needs the docker package: pip install 'openenv-gym[docker]'"
 
@@ -152,7 +156,9 @@ class DockerProvider(Provider):
         container_port: The port the server listens on inside the container (default 8000,
             or the ``--port`` of an official image's own command).
         start_timeout: Seconds for each container to answer ``GET /health``
-            (``OPENENV_GYM_START_TIMEOUT``, default 30).
+            (``OPENENV_GYM_START_TIMEOUT``; default 30 for our images,
+            :data:`OFFICIAL_START_TIMEOUT` for others: an official image imports OpenEnv,
+            FastMCP and Gradio before it listens).
         limits: Overrides of :data:`DEFAULT_LIMITS` (``mem_limit``, ``nano_cpus``,
             ``pids_limit``).
         environment: More environment variables for the containers.
@@ -203,11 +209,11 @@ class DockerProvider(Provider):
         self.runtime = runtime
         self.concurrent = bool(concurrent)
         self.container_port = container_port
-        self.start_timeout = (
-            check_seconds(start_timeout, "start_timeout")
-            or env_float("OPENENV_GYM_START_TIMEOUT", 30.0)
-            or 30.0
+        given = check_seconds(start_timeout, "start_timeout") or env_float(
+            "OPENENV_GYM_START_TIMEOUT", None
         )
+        self._default_timeout = given is None
+        self.start_timeout = given or 30.0
         self.limits = {**DEFAULT_LIMITS, **dict(limits or {})}
         self.environment = dict(environment or {})
         self._token = resolve_token(token or self.environment.get("OPENENV_GYM_TOKEN"))
@@ -234,6 +240,8 @@ class DockerProvider(Provider):
         client = self.client
         if self.launch is None:
             self.launch = self._decide(client)
+            if self._default_timeout and not self.launch.ours:
+                self.start_timeout = OFFICIAL_START_TIMEOUT
         if self._finalizer is None:  # also runs at interpreter exit
             self._finalizer = weakref.finalize(self, _remove_all, client, self._ids)
         try:

@@ -117,7 +117,8 @@ class OfficialImages:
         elif name == "scratch":  # no Python at all
             buffer = io.BytesIO()
             with tarfile.open(fileobj=buffer, mode="w") as tar:
-                text = b'FROM scratch\nCOPY README.md /README.md\nCMD ["uvicorn", "server.app:app"]\n'
+                text = b"FROM scratch\nCOPY README.md /README.md\n"
+                text += b'CMD ["uvicorn", "server.app:app"]\n'  # a command, no Python
                 info = tarfile.TarInfo("Dockerfile")
                 info.size = len(text)
                 tar.addfile(info, io.BytesIO(text))

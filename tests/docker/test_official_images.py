@@ -188,10 +188,10 @@ def test_derived_images_are_cached_listed_and_removed(client: Any, official: Any
     scratch = official.get("scratch")
     with pytest.raises(UnsupportedImageError):
         derive.derive(scratch, client=client)
-    markers = [r for r in derive.derived_images(client) if r.base == scratch]
+    markers = [r for r in derive.derived_images(client) if r.base == scratch and r.current]
     assert markers
     assert all(r.native for r in markers)
     removed = subprocess.run([*cli, "rm", scratch], capture_output=True, text=True, check=True)
-    assert {line.split()[-1] for line in removed.stdout.splitlines()} == {r.tag for r in markers}
+    assert {r.tag for r in markers} <= {line.split()[-1] for line in removed.stdout.splitlines()}
     assert not [r for r in derive.derived_images(client) if r.base == scratch]
     assert ours(client) == []

@@ -27,7 +27,8 @@ def feedback(guess: str, secret: str) -> str:
 
 
 class TextArenaEnvironment(Environment):
-    """Wordle; the secret is drawn from ``reset``'s seed (so runs can be compared)."""
+    """Wordle; the secret is drawn from ``reset``'s seed, else the next one in turn (so runs
+    can be compared)."""
 
     SUPPORTS_CONCURRENT_SESSIONS = True
 
@@ -57,7 +58,10 @@ class TextArenaEnvironment(Environment):
     def reset(
         self, seed: int | None = None, episode_id: str | None = None, **kwargs: Any
     ) -> TextArenaObservation:
-        self._secret = random.Random(seed).choice(SECRETS)
+        if seed is None:  # the next secret in turn: episodes stay comparable between runs
+            self._secret = SECRETS[(SECRETS.index(self._secret) + 1) % len(SECRETS)]
+        else:
+            self._secret = random.Random(seed).choice(SECRETS)
         self._transcript = ""
         self._state = TextArenaState(episode_id=episode_id or str(uuid.uuid4()), env_id=self.env_id)
         self._say(PROMPT)
