@@ -247,9 +247,7 @@ def finqa_stub(data: Path) -> None:
             "description": f"acme {name} by year",
             "table": json.dumps(rows),
         }
-    (data / "input_companies" / "tables_cleaned_all_companies.json").write_text(
-        json.dumps(cleaned)
-    )
+    (data / "input_companies" / "tables_cleaned_all_companies.json").write_text(json.dumps(cleaned))
     questions = data / "benchmark_questions"
     questions.mkdir(parents=True, exist_ok=True)
     with open(questions / "finqa.csv", "w", newline="", encoding="utf-8") as f:
@@ -337,8 +335,8 @@ def main(argv: list[str] | None = None) -> int:
     wheels = wheelhouse(sorted(requirements), args.wheelhouse)
     client = docker.from_env()
     for name in names:
-        tag = build(name, args.upstream, wheels, args.base_image, f"{args.prefix}/{name}:latest", client)
-        print(f"{name}={tag}")
+        tag = f"{args.prefix}/{name}:latest"
+        print(f"{name}={build(name, args.upstream, wheels, args.base_image, tag, client)}")
     return 0
 
 

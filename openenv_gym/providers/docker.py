@@ -362,6 +362,8 @@ class DockerProvider(Provider):
         if launch.command is None:
             return None
         command = [*launch.command, "--host", "0.0.0.0", "--port", str(launch.port)]
+        if self.max_sessions is not None:  # sessions of a class not marked concurrent
+            command += ["--max-workers", str(self.max_sessions)]
         return [*command, "--concurrent"] if self.concurrent else command
 
     def _run_one(self, client: docker.DockerClient) -> Container:
