@@ -13,6 +13,8 @@ import statistics
 from collections.abc import Iterable, Sequence
 from typing import Any
 
+from _official_report import official_lines
+
 __all__ = ["METHODS", "cells", "load_rows", "markdown", "ratio_lines"]
 
 METHODS: dict[str, str] = {
@@ -28,6 +30,7 @@ METHODS: dict[str, str] = {
     "open": "open N sessions on a running server",
     "tool": "one Wordle tool call: TRL environment_factory vs official client",
     "rollout": "env side of one GRPO batch of N Wordle games: TRL tools vs lockstep",
+    "official": "upstream OpenEnv envs: official client, ours over native and derived images",
 }
 
 TOOL_ROWS = {
@@ -88,6 +91,7 @@ def cells(rows: Sequence[dict[str, Any]]) -> dict[Key, dict[str, Any]]:
         )
         summary["repeats"] = len(group)
         summary["other_cpu_max"] = max((r["other_cpu"] or 0.0) for r in group)
+        summary["params"] = group[-1].get("params") or {}
         out[key] = summary
     return out
 
@@ -110,7 +114,7 @@ def markdown(rows: Sequence[dict[str, Any]], *, title: str = "", notes: Sequence
     """The run's Markdown report: a steps/s grid per env, the detail table, the extra rows."""
     summary = cells(rows)
     lines: list[str] = [f"# {title}", ""] if title else []
-    extra = ("shard", "open", "docker", "ray", "tool", "rollout")
+    extra = ("shard", "open", "docker", "ray", "tool", "rollout", "official")
     step_keys = [k for k in summary if k[0] not in extra]
     envs = sorted({k[1] for k in step_keys if k[1] != "raw"})
     ns = sorted({k[2] for k in step_keys})
@@ -251,6 +255,7 @@ def markdown(rows: Sequence[dict[str, Any]], *, title: str = "", notes: Sequence
                 f"| {_num(s['server_cpu_us_per_step'], 1)} | {s['other_cpu_max']:.2f} |"
             )
         lines.append("")
+    lines += official_lines(summary)
     lines += ["### Targets", ""]
     lines += [f"- {line}" for line in ratio_lines(rows)]
     lines.append("")

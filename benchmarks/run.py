@@ -50,6 +50,7 @@ REPO_DIR = os.path.dirname(BENCH_DIR)
 if BENCH_DIR not in sys.path:
     sys.path.insert(0, BENCH_DIR)
 
+from _official_plan import OFFICIAL_WORKERS, derive_official, official_cells  # noqa: E402
 from _report import METHODS, markdown  # noqa: E402
 
 try:
@@ -96,9 +97,9 @@ ROW_KEYS = (
 ALL_METHODS = ("a", "b", "c", "d", "e", "f", "shard", "open", "tool", "rollout")
 # only when asked for: docker needs a Docker engine and the images; ray a loopback-only
 # network namespace to start its two-node cluster in
-OPTIONAL_METHODS = ("docker", "ray")
+OPTIONAL_METHODS = ("docker", "ray", "official")
 STEP_METHODS = ("a", "b", "c", "d", "e")
-OPENENV_METHODS = ("c", "tool")  # need the OpenEnv interpreter (tool: its official rows)
+OPENENV_METHODS = ("c", "tool", "official")  # need the OpenEnv interpreter (its official rows)
 TOOL_VARIANTS = ("trl batch", "trl json", "official our-server", "official openenv-server")
 """Method tool: our TRL tool env over each protocol, the official sync client on each server."""
 ROLLOUT_VARIANTS = ("tools", "lockstep")
@@ -158,6 +159,18 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         help="measure the ray rows on this running cluster (default: start two local nodes)",
     )
     p.add_argument("--busy-us", type=float, default=100.0, help="CPU µs per step of the busy env")
+    p.add_argument(
+        "--official-images",
+        type=_csv(str),
+        default=[],
+        help="method official: FAMILY=IMAGE,... (benchmarks/official_images.py builds them)",
+    )
+    p.add_argument(
+        "--official-n",
+        type=_csv(int),
+        default=None,
+        help="method official: N (default 1,64,256; 1,16 for envs not marked concurrent)",
+    )
     p.add_argument("--open-n", type=int, default=None, help="sessions to open (default 256)")
     p.add_argument("--open-protocols", type=_csv(str), default=["batch", "json"])
     p.add_argument(
@@ -610,6 +623,8 @@ class Cell:
         """Which worker measures it: one per method, tool's official rows in their own."""
         if self.method == "tool" and self.variant.startswith("official"):
             return "tool-official"
+        if self.method == "official":
+            return OFFICIAL_WORKERS[self.variant]
         return self.method
 
     @property
@@ -711,6 +726,10 @@ def plan(
             cells.append(Cell("tool", "wordle", 1, variant=variant, options=options))
         if not have_openenv:
             notes.append(f"(tool) official-client rows skipped: {why_not or 'no openenv'}")
+    if "official" in methods:
+        specs, why = official_cells(args, have_openenv)
+        cells += [Cell("official", o["family"], o["n"], o["variant"], options=o) for o in specs]
+        notes += why
     if "rollout" in methods and "wordle" in args.envs:
         for n in args.rollout_n:  # both variants of one N back to back
             for variant in ROLLOUT_VARIANTS:
@@ -859,6 +878,11 @@ class Run:
             assert self.openenv_python is not None
             mode = "client" if method == "c" else "tool-client"
             argv = [self.openenv_python, os.path.join(BENCH_DIR, "_openenv_side.py"), mode]
+        elif method.startswith("official-"):  # _official.py client / ours / inproc
+            mode = method.removeprefix("official-")
+            python = self.openenv_python if mode == "client" else sys.executable
+            assert python is not None
+            argv = [python, os.path.join(BENCH_DIR, "_official.py"), mode]
         else:
             argv = [sys.executable, os.path.join(BENCH_DIR, "_methods.py"), "--method", method]
         log = os.path.join(self.logs, f"worker-{method}-{self.started}.log")
@@ -940,7 +964,9 @@ class Run:
             spec, known_servers, params = self._spec(cell)
             worker.send(cmd="open", spec=spec)
             opened = True
-            setup = worker.expect("setup", 180.0 + 0.3 * cell.n)
+            # official: containers of images that import OpenEnv, FastMCP and Gradio first
+            first = 900.0 if cell.method == "official" else 180.0
+            setup = worker.expect("setup", first + 0.3 * cell.n)
             server_pids = [*setup["server_pids"], *known_servers]
             params = {**cell.params, **setup.get("params", {}), **params, "warmup_s": args.warmup}
             for repeat in range(repeats):
@@ -1067,6 +1093,11 @@ def main(argv: list[str] | None = None) -> int:
             except WorkerError as exc:
                 failed = [c for c in cells if c.openenv_server]
                 cells = run.fail_cells(cells, failed, f"OpenEnv server: {exc}", progress)
+        if any(cell.method == "official" for cell in cells):
+            progress.status("deriving the official images (cached)")
+            failed = derive_official(cells, progress.note)
+            if failed:
+                cells = run.fail_cells(cells, failed, "cannot derive its image", progress)
         if any(cell.method == "ray" for cell in cells):
             progress.status("starting a two-node Ray cluster")
             try:
