@@ -32,8 +32,8 @@ from pathlib import Path
 from openenv_gym import envs
 from openenv_gym._version import __version__
 from openenv_gym.exceptions import ConfigurationError, ProviderError
-from openenv_gym.providers.derive import stream_build
-from openenv_gym.providers.docker import docker_client, image_name
+from openenv_gym.providers.docker import image_name
+from openenv_gym.providers.engine import docker_client, stream_build
 from openenv_gym.providers.wheels import build_wheelhouse, installed_wheel
 
 __all__ = [

@@ -32,7 +32,6 @@ the next process falls back at once. ``openenv-gym images list`` / ``rm`` show a
 
 from __future__ import annotations
 
-import collections
 import contextlib
 import json
 import logging
@@ -54,7 +53,6 @@ from openenv_gym.providers.derived_cache import (
     LABEL_SERVE,
     CachedImage,
     Derived,
-    build_context,
     cached,
     derived_images,
     get_image,
@@ -65,8 +63,14 @@ from openenv_gym.providers.derived_cache import (
     tags,
     unhostable,
 )
+from openenv_gym.providers.engine import (
+    build_context,
+    container_labels,
+    docker_client,
+    stream_build,
+)
 from openenv_gym.providers.image_command import ServedApp, served_app
-from openenv_gym.providers.image_probe import HARDENED, ImageFacts, container_labels, probe
+from openenv_gym.providers.image_probe import HARDENED, ImageFacts, probe
 from openenv_gym.providers.wheels import fingerprint, own_wheel, target_wheelhouse
 
 if TYPE_CHECKING:
@@ -85,7 +89,6 @@ __all__ = [
     "is_ours",
     "remove_derived",
     "serve_command",
-    "stream_build",
 ]
 
 logger = logging.getLogger("openenv_gym.providers")
@@ -143,8 +146,6 @@ def derive(
         UnsupportedImageError: The image cannot take our runtime; ``str`` says why.
         ProviderError: No such image, no engine, a failed build.
     """
-    from openenv_gym.providers.docker import docker_client
-
     client = client or docker_client()
     image = get_image(client, base)
     if is_ours(image):
@@ -275,33 +276,6 @@ def dockerfile(
         lines.append("ENTRYPOINT []")
     lines.append(f"CMD {json.dumps([*serve, '--host', '0.0.0.0', '--port', '8000'])}")
     return "\n".join(lines) + "\n"
-
-
-def stream_build(
-    client: docker.DockerClient, tag: str, *, log: logging.Logger = logger, **build: Any
-) -> None:
-    """``docker build`` through the low-level API, logging docker's lines as they come.
-
-    ``log`` gets each line at INFO, as ``"<tag>: <line>"``.
-
-    Raises:
-        ProviderError: The build failed; the message ends with its last log lines.
-    """
-    import docker
-
-    tail: collections.deque[str] = collections.deque(maxlen=40)
-    try:
-        for chunk in client.api.build(tag=tag, decode=True, **build):
-            text = str(chunk.get("stream", "") or chunk.get("status", "")).rstrip()
-            for line in text.splitlines():
-                if line.strip():
-                    tail.append(line)
-                    log.info("%s: %s", tag, line)
-            if "error" in chunk or "errorDetail" in chunk:
-                detail = chunk.get("errorDetail", {}).get("message") or chunk.get("error")
-                raise ProviderError(f"building {tag} failed: {detail}\n" + "\n".join(tail))
-    except docker.errors.DockerException as exc:
-        raise ProviderError(f"building {tag} failed: {exc}") from exc
 
 
 def _tag(client: docker.DockerClient, image: str, tag: str) -> None:

@@ -12,18 +12,16 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
-import io
 import json
 import logging
 import re
-import tarfile
 from collections.abc import Sequence
 from dataclasses import dataclass
-from pathlib import Path
 from typing import TYPE_CHECKING
 
 from openenv_gym._version import __version__
 from openenv_gym.exceptions import ProviderError, UnsupportedImageError
+from openenv_gym.providers.engine import build_context, docker_client, stream_build
 from openenv_gym.providers.wheels import fingerprint
 
 if TYPE_CHECKING:
@@ -40,7 +38,6 @@ __all__ = [
     "LABEL_SERVER",
     "CachedImage",
     "Derived",
-    "build_context",
     "cached",
     "derived_images",
     "get_image",
@@ -167,21 +164,6 @@ def cached(client: docker.DockerClient, base: str, image: Image) -> Derived | No
     return None
 
 
-def build_context(text: str, wheels: Sequence[Path] = ()) -> io.BytesIO:
-    """A build context: the Dockerfile ``text`` and ``wheels/`` holding ``wheels``."""
-    buffer = io.BytesIO()
-    with tarfile.open(fileobj=buffer, mode="w") as tar:
-        data = text.encode()
-        info = tarfile.TarInfo("Dockerfile")
-        info.size = len(data)
-        info.mode = 0o644
-        tar.addfile(info, io.BytesIO(data))
-        for wheel in wheels:
-            tar.add(str(wheel), arcname=f"wheels/{wheel.name}")
-    buffer.seek(0)
-    return buffer
-
-
 def mark(client: docker.DockerClient, base: str, image: Image, tag: str, reason: str) -> None:
     """A label-only image saying why ``image`` runs natively (no layer: no disk)."""
     labels = {
@@ -192,8 +174,6 @@ def mark(client: docker.DockerClient, base: str, image: Image, tag: str, reason:
         "openenv-gym.version": __version__,
     }
     try:
-        from openenv_gym.providers.derive import stream_build
-
         stream_build(
             client,
             tag,
@@ -234,8 +214,6 @@ def derived_images(client: docker.DockerClient | None = None) -> list[CachedImag
     """The derived images and markers on this engine, newest openenv-gym first."""
     import docker
 
-    from openenv_gym.providers.docker import docker_client
-
     client = client or docker_client()
     try:
         images = client.images.list(filters={"label": LABEL_DERIVED_FROM})
@@ -274,8 +252,6 @@ def remove_derived(
         client: A ``docker.DockerClient``.
     """
     import docker
-
-    from openenv_gym.providers.docker import docker_client
 
     client = client or docker_client()
     wanted: set[str] = set(bases)

@@ -49,6 +49,13 @@ from openenv_gym.exceptions import (
 )
 from openenv_gym.providers import derive
 from openenv_gym.providers.base import Provider
+from openenv_gym.providers.engine import (
+    LABEL_HOST,
+    LABEL_MANAGED,
+    LABEL_OWNER,
+    container_labels,
+    docker_client,
+)
 from openenv_gym.providers.image_command import served_app
 
 if TYPE_CHECKING:
@@ -71,9 +78,6 @@ __all__ = [
 
 logger = logging.getLogger("openenv_gym.providers")
 
-LABEL_MANAGED = "openenv-gym.managed"
-LABEL_OWNER = "openenv-gym.owner"
-LABEL_HOST = "openenv-gym.host"
 
 DEFAULT_LIMITS: dict[str, Any] = {
     "mem_limit": "1g",
@@ -84,24 +88,6 @@ DEFAULT_LIMITS: dict[str, Any] = {
 
 OFFICIAL_START_TIMEOUT = 120.0
 """Default seconds for a container of an image that is not ours to turn healthy."""
-
-_INSTALL_HINT = "the docker provider needs the docker package: pip install 'openenv-gym[docker]'"
-
-
-def docker_client() -> docker.DockerClient:
-    """A client for the local engine (``DOCKER_HOST`` etc. are honoured).
-
-    Raises:
-        ProviderError: The ``docker`` package is missing, or no engine answers.
-    """
-    try:
-        import docker
-    except ImportError as exc:
-        raise ProviderError(_INSTALL_HINT) from exc
-    try:
-        return docker.from_env()
-    except docker.errors.DockerException as exc:
-        raise ProviderError(f"no Docker engine: {exc}") from exc
 
 
 def image_name(server: str) -> str:
@@ -380,11 +366,7 @@ class DockerProvider(Provider):
                 command=self._command(launch),
                 detach=True,
                 ports={f"{launch.port}/tcp": ("127.0.0.1", None)},
-                labels={
-                    LABEL_MANAGED: "1",
-                    LABEL_OWNER: str(os.getpid()),
-                    LABEL_HOST: socket.gethostname(),
-                },
+                labels=container_labels(),
                 environment=environment,
                 cap_drop=["ALL"],
                 security_opt=["no-new-privileges"],

@@ -12,14 +12,13 @@ from __future__ import annotations
 
 import contextlib
 import json
-import os
 import re
-import socket
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from openenv_gym.exceptions import ProviderError, UnsupportedImageError
+from openenv_gym.providers.engine import container_labels
 from openenv_gym.providers.image_command import ServedApp
 from openenv_gym.providers.wheels import TargetPython, requires_python
 
@@ -27,7 +26,7 @@ if TYPE_CHECKING:
     import docker
     from docker.models.images import Image
 
-__all__ = ["HARDENED", "PROBE", "ImageFacts", "container_labels", "probe", "run_once"]
+__all__ = ["HARDENED", "PROBE", "ImageFacts", "probe", "run_once"]
 
 HARDENED: dict[str, Any] = {
     "network_disabled": True,
@@ -173,13 +172,6 @@ class ImageFacts:
             self.libc,
             (int(found.group(1)), int(found.group(2))),
         )
-
-
-def container_labels() -> dict[str, str]:
-    """The labels of the provider's containers: a leftover is found by ``openenv-gym gc``."""
-    from openenv_gym.providers.docker import LABEL_HOST, LABEL_MANAGED, LABEL_OWNER
-
-    return {LABEL_MANAGED: "1", LABEL_OWNER: str(os.getpid()), LABEL_HOST: socket.gethostname()}
 
 
 def probe(client: docker.DockerClient, image: Image, served: ServedApp) -> ImageFacts:
