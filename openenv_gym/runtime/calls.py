@@ -107,7 +107,10 @@ class EnvCalls:
         self.env_factory = env_factory
         self.models = models
         self.name = name
-        self._reset_filter = _reset_kwargs_filter(env_factory)
+        # a factory function has no reset to read: its first instance's class has
+        self._reset_filter: _KwargsFilter | None = (
+            _reset_kwargs_filter(env_factory) if hasattr(env_factory, "reset") else None
+        )
         accepts: Any = models.accepts or models.action
         self.action: TypeAdapter[Any] = TypeAdapter(accepts)
         """Validates one action."""
@@ -129,9 +132,17 @@ class EnvCalls:
             FactoryFailed: The factory raised.
         """
         try:
-            return self.env_factory()
+            env = self.env_factory()
         except Exception as exc:
             raise FactoryFailed(self.name, exc) from exc
+        if self._reset_filter is None:
+            self._reset_filter = _reset_kwargs_filter(type(env))
+        return env
+
+    def _keep(self, kwargs: Mapping[str, Any]) -> dict[str, Any]:
+        """The ``reset`` kwargs the instances accept (all, before any instance exists)."""
+        keep = self._reset_filter
+        return dict(kwargs) if keep is None else keep(kwargs)
 
     def answer_json(
         self, env: Any, session: op.ServerSession, request: op.Request
@@ -144,7 +155,7 @@ class EnvCalls:
                 session.send_state(dump_state(env.state, json_mode=True))
                 return None
             if isinstance(request, op.ResetRequest):
-                kwargs = self._reset_filter(request.kwargs)
+                kwargs = self._keep(request.kwargs)
                 if self.awaits["reset_async"]:
                     return self._answer_json_later(session, env.reset_async(**kwargs))
                 obs = env.reset(**kwargs)
@@ -237,7 +248,7 @@ class EnvCalls:
         args = request.args
         one: Callable[[Any, Any], Any]
         if request.op is bp.Op.RESET:
-            keep = self._reset_filter
+            keep = self._keep
             ready, inputs = live, [keep(args[k]) for k in live]
             name, one = "reset_batch", _reset_one
         else:
@@ -473,9 +484,10 @@ def dump_state(state: Any, *, json_mode: bool) -> dict[str, Any]:
     return dict(state) if state else {}
 
 
-def _reset_kwargs_filter(
-    env_factory: Callable[[], Any],
-) -> Callable[[Mapping[str, Any]], dict[str, Any]]:
+_KwargsFilter = Callable[[Mapping[str, Any]], dict[str, Any]]
+
+
+def _reset_kwargs_filter(env_factory: Callable[[], Any]) -> _KwargsFilter:
     """Keep only the kwargs ``reset`` accepts; drop the rest silently, as OpenEnv does."""
     reset = getattr(env_factory, "reset", None)
     try:

@@ -9,11 +9,21 @@ import logging
 from collections.abc import Iterator
 
 import pytest
-from openenv_gym_test_envs import LIFECYCLE, WHEN, OddEnv, OddObservation, Shade
+from openenv_gym_test_envs import (
+    LIFECYCLE,
+    WHEN,
+    OddEnv,
+    OddObservation,
+    PingAction,
+    PingObservation,
+    PingState,
+    Shade,
+)
 from websockets.exceptions import ConnectionClosedOK
 from websockets.sync.client import ClientConnection, connect
 
 from openenv_gym.protocol.batch import SUBPROTOCOL, decode_frame, encode_frame
+from openenv_gym.runtime.loader import EnvModels
 
 
 def json_ws(url: str) -> ClientConnection:
@@ -152,3 +162,34 @@ def test_close_raising_still_frees_the_slot(env_server, caplog):
     assert LIFECYCLE.wait_closed(3)
     assert running.server.wait_active(0)
     assert any("close() raised" in r.getMessage() for r in caplog.records)
+
+
+class _NoSeed:
+    """An env whose ``reset`` takes no seed, made by a factory function (upstream's
+    openspiel: ``create_app(create_openspiel_environment, ...)``, ``reset(self)``)."""
+
+    def reset(self) -> PingObservation:
+        return PingObservation(echoed="reset")
+
+    def step(self, action: PingAction) -> PingObservation:
+        return PingObservation(echoed=action.message)
+
+    @property
+    def state(self) -> PingState:
+        return PingState()
+
+
+def _make_no_seed() -> _NoSeed:
+    return _NoSeed()
+
+
+def test_reset_kwargs_a_factory_functions_instances_do_not_take_are_dropped(env_server):
+    running = env_server(_make_no_seed, models=EnvModels(PingAction, PingObservation, PingState))
+    with json_ws(running.ws()) as ws:
+        reply = ask_json(ws, '{"type":"reset","data":{"seed":3,"episode_id":"e"}}')
+        assert reply["type"] == "observation", reply
+        assert reply["data"]["observation"]["echoed"] == "reset"
+    with batch_ws(running.ws("/batch")) as ws:
+        ask_batch(ws, {"op": "open", "id": 1, "slots": [0, 1]})
+        reply = ask_batch(ws, {"op": "reset", "id": 2, "slots": [0, 1], "args": [{"seed": 1}] * 2})
+        assert not reply.get("errors"), reply
