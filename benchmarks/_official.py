@@ -90,7 +90,7 @@ PLANS: dict[str, Plan] = {
         tuple({"message": f"[{w}]"} for w in WORDS),
     ),
     "grid_world": Plan(
-        "openenv/Generic-v0", ({"action": "RIGHT"}, {"action": "UP"}), concurrent=False
+        "openenv/Generic-v0", ({"action": "RIGHT"}, {"action": "DOWN"}), concurrent=False
     ),
     "reasoning_gym": Plan("openenv/Generic-v0", ({"answer": "4"},)),
     "connect4": Plan(

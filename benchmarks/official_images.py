@@ -120,21 +120,22 @@ def dockerfile(family: Family, base_image: str) -> str:
     reqs = " ".join(f"'{r}'" for r in (OPENENV, "uvicorn", *family.requirements))
     pip = "--no-cache-dir --disable-pip-version-check --no-index --find-links /wheels"
     env = " ".join(f'{k}="{v}"' for k, v in family.environment.items())
+    # upstream's `uv sync --no-editable` (openspiel: `pip3 install .`) also installs the env
+    # folder itself as its package (echo_env, textarena_env...): the apps import from it
+    project = "--no-deps --no-build-isolation /app/env"
     lines = [f"FROM {base_image}", "COPY wheels /wheels"]
     if family.layout in ("env", "package"):
-        lines.append("COPY env /app/env")
-        install = f"{_VENV}/pip install {pip} {reqs}"
-        if family.layout == "package":  # uv sync installs the project itself, not editable
-            install += f" && {_VENV}/pip install {pip} --no-deps --no-build-isolation /app/env"
         lines += [
-            f"RUN python3 -m venv /app/.venv && {install} "
-            f"&& {_VENV}/pip uninstall --yes --quiet pip && rm -rf /wheels",
+            "COPY env /app/env",
+            f"RUN python3 -m venv /app/.venv && {_VENV}/pip install {pip} {reqs} setuptools wheel "
+            f"&& {_VENV}/pip install {pip} {project} "
+            f"&& {_VENV}/pip uninstall --yes --quiet pip && rm -rf /wheels /app/env/build",
             "COPY extra/ /",
             "WORKDIR /app",
             'ENV PATH="/app/.venv/bin:$PATH"',
             'ENV PYTHONPATH="/app/env:$PYTHONPATH"',
         ]
-    elif family.layout == "older":
+    elif family.layout == "older":  # the env is not installed: imported from /app
         lines += [
             f"RUN python3 -m pip install {pip} --break-system-packages {reqs} && rm -rf /wheels",
             f"COPY env /app/envs/{family.env_dir}",
@@ -142,9 +143,11 @@ def dockerfile(family: Family, base_image: str) -> str:
             'ENV PYTHONPATH="${PYTHONPATH}:/app"',
         ]
     else:  # system: OpenSpiel's own base image has its Python in the system
+        system = f"python3 -m pip install {pip} --break-system-packages"
         lines += [
-            f"RUN python3 -m pip install {pip} --break-system-packages {reqs} && rm -rf /wheels",
             "COPY env /app/env",
+            f"RUN {system} {reqs} setuptools wheel && {system} {project} "
+            "&& rm -rf /wheels /app/env/build",
             "WORKDIR /app",
             'ENV PYTHONPATH="/app/env"',
         ]
