@@ -256,7 +256,8 @@ def finqa_stub(data: Path) -> None:
     with open(questions / "finqa.csv", "w", newline="", encoding="utf-8") as f:
         writer = csv.writer(f)
         writer.writerow(["id", "user_query", "company", "question", "answer", "question_type"])
-        for i, (segment, answer) in enumerate([("cloud", "150"), ("devices", "70")]):
+        # answers that read as text (the env's state types ground_truth as a string)
+        for i, (segment, answer) in enumerate([("cloud", "$150"), ("devices", "$70")]):
             question = f"What was acme's {segment} revenue in 2023?"
             writer.writerow([i, question, "acme", question, answer, "lookup"])
 
@@ -292,8 +293,8 @@ def build(
         extra.mkdir()
         if family_name == "textarena":
             nltk_stub(extra)
-        if family_name == "finqa":
-            finqa_stub(context / "env" / "data")
+        if family_name == "finqa":  # after the install layers: a new stand-in is cheap
+            finqa_stub(extra / "app" / "env" / "data")
         (context / "Dockerfile").write_text(dockerfile(family, base_image))
         os.symlink(wheels, context / "wheels")
         buffer = io.BytesIO()
