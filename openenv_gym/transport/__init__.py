@@ -12,7 +12,8 @@ The package exports what a tool outside the env classes may use: the raw socket 
 batched connection (``openenv-gym check`` is built on them).
 """
 
-from openenv_gym.transport.connection import BatchConnection, BatchUnsupportedError
+from openenv_gym.transport.batch_connection import BatchConnection
+from openenv_gym.transport.connection import BatchUnsupportedError
 from openenv_gym.transport.raw import CloseFrame, RawSocket
 
 __all__ = ["BatchConnection", "BatchUnsupportedError", "CloseFrame", "RawSocket"]

@@ -4,7 +4,7 @@
 no parsing, no request bookkeeping, no pings. It is for tools that probe a server rather
 than drive it (``openenv-gym check`` sends frames no client would, and watches how the
 server closes); environments use :class:`~openenv_gym.transport.connection.JsonSession`
-and :class:`~openenv_gym.transport.connection.BatchConnection`. It opens its socket the
+and :class:`~openenv_gym.transport.batch_connection.BatchConnection`. It opens its socket the
 way they do (the same handshake, ``User-Agent``, proxy rules, message size limit and
 error mapping) and reads it on the calling thread.
 

@@ -23,7 +23,8 @@ from openenv_gym.exceptions import (
 )
 from openenv_gym.protocol import batch as bp
 from openenv_gym.protocol.openenv import ObservationReceived
-from openenv_gym.transport.connection import BatchConnection, JsonSession, error_of
+from openenv_gym.transport.batch_connection import BatchConnection
+from openenv_gym.transport.connection import JsonSession, error_of
 from openenv_gym.transport.shards import BatchShard, JsonShard, connect_shard
 
 __all__ = ["Protocol", "Session", "open_session", "resolve_protocol"]

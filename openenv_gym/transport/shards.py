@@ -27,12 +27,8 @@ from openenv_gym.exceptions import EnvErrorGroup, OpenEnvGymError
 from openenv_gym.protocol import batch as bp
 from openenv_gym.protocol import openenv as op
 from openenv_gym.protocol.openenv import ObservationReceived
-from openenv_gym.transport.connection import (
-    BatchConnection,
-    BatchUnsupportedError,
-    JsonSession,
-    error_of,
-)
+from openenv_gym.transport.batch_connection import BatchConnection
+from openenv_gym.transport.connection import BatchUnsupportedError, JsonSession, error_of
 from openenv_gym.transport.raw import close_websockets
 from openenv_gym.transport.wire import WebSocket
 
