@@ -47,6 +47,7 @@ except ImportError:  # pragma: no cover - websockets built without its C extensi
     from websockets.utils import apply_mask
 
 from openenv_gym.exceptions import ConnectionLostError, RemoteProtocolError, RequestTimeoutError
+from openenv_gym.protocol.fragments import DEFAULT_MAX_FRAGMENTS, FragmentAssembler, FragmentError
 from openenv_gym.protocol.frames import frame_head, parse_head
 from openenv_gym.transport.handshake import upgrade
 from openenv_gym.transport.waiting import deadline_after, wait, wait_readable
@@ -108,8 +109,8 @@ class WebSocket:
         self.last_used = time.monotonic()
         self._proto = protocol
         self._out = bytearray()
-        self._fragments: list[bytes] = []
-        self._fragment_text = False
+        max_size = getattr(protocol, "max_message_size", None)
+        self._assembler = FragmentAssembler(max_size, DEFAULT_MAX_FRAGMENTS)
         self._tls = isinstance(sock, ssl.SSLSocket)
         self._eof_sent = False
         self._closed_by_us = False
@@ -397,17 +398,14 @@ class WebSocket:
             if self.failure is not None:  # e.g. a text frame that is not UTF-8: no more
                 break
             opcode = frame.opcode
-            if opcode is Opcode.BINARY or opcode is Opcode.TEXT:
-                if frame.fin:
-                    self._deliver(bytes(frame.data), opcode is Opcode.TEXT)
-                else:
-                    self._fragments = [bytes(frame.data)]
-                    self._fragment_text = opcode is Opcode.TEXT
-            elif opcode is Opcode.CONT:
-                self._fragments.append(bytes(frame.data))
-                if frame.fin:
-                    whole, self._fragments = b"".join(self._fragments), []
-                    self._deliver(whole, self._fragment_text)
+            if opcode is Opcode.BINARY or opcode is Opcode.TEXT or opcode is Opcode.CONT:
+                try:
+                    message = self._assembler.receive(opcode.value, frame.fin, frame.data)
+                except FragmentError as exc:
+                    self._refuse(exc)
+                    break
+                if message is not None:
+                    self._deliver(message.data, message.text)
             elif opcode is Opcode.PONG and self.track_pongs:
                 self.messages.append(Pong(bytes(frame.data)))
         self._take_output()  # pongs, the close reply
@@ -421,6 +419,15 @@ class WebSocket:
             or proto.parser_exc is not None  # we failed it (a frame too big, a bad frame)
         ):
             self._lose(self._closed_failure())
+
+    def _refuse(self, exc: FragmentError) -> None:
+        """The server's fragments break a limit or their order: fail the connection."""
+        with contextlib.suppress(InvalidState):
+            self._proto.fail(exc.close_code, str(exc))  # our close frame says why
+        self._take_output()
+        with contextlib.suppress(ConnectionLostError):
+            self.flush()
+        self._lose(RemoteProtocolError(f"connection to {self.url} closed: the server sent {exc}"))
 
     def _deliver(self, data: bytes, text: bool) -> None:
         if not text:
