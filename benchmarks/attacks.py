@@ -19,11 +19,24 @@ masked before any timer starts:
   (steps echoing 15 MB), never reading a reply, until the server drops the connection.
   The server's RSS is sampled every 5 ms.
 
+Then issue 22's attacks (``--frame-attacks``, each at ``--scale`` of its size), one after
+another, while a **canary** steps: one batched slot and one ``/ws`` session, each stepping
+every 20 ms in a process of its own (:func:`canary`). Each attack's row gives what the
+attacker got (an error frame or a close code), the server's RSS growth, and the canary's
+worst step during the attack:
+
+* **empty-arrays**: a 15 MB batched ``step`` whose ``message`` is 15 M empty arrays;
+* **extra-keys**: a batched ``step`` whose action has 1.6 M extra keys;
+* **ws-extra-keys**: a ``/ws`` step of 1.3 M extra keys;
+* **fragments-1M**: 1 M one-byte fragments (7 MB); **empty-fragments-3M**: 3 M empty
+  fragments (18 MB).
+
 The other clients' step latencies are reported before the attacks (``quiet``) and over
 the steps that overlap an attack. One JSON row per measurement goes to stdout and to
 ``--out`` (default ``benchmarks/results/attacks-<UTC timestamp>.jsonl``); a summary to
 stderr. Issue 11's targets: refused in < 50 ms, others' step p99 < 100 ms, server RSS
-< 200 MB.
+< 200 MB. Issue 22's: the canary's worst step <= 100 ms, RSS growth <= 200 MB, a typed
+error or a documented close code for the attacker, no canary step lost.
 """
 
 from __future__ import annotations
@@ -32,6 +45,7 @@ import argparse
 import base64
 import contextlib
 import datetime
+import itertools
 import json
 import os
 import re
@@ -50,7 +64,7 @@ from typing import Any
 import msgpack
 import psutil
 
-from openenv_gym.protocol.batch import SUBPROTOCOL, decode_frame, encode_frame
+from openenv_gym.protocol.batch import SUBPROTOCOL, SUBPROTOCOL_V2, decode_frame, encode_frame
 
 MB = 2**20
 SLOTS = 3_000_000
@@ -360,6 +374,39 @@ def never_reading(port: int, path: str, frames: int, pid: int) -> dict[str, Any]
     }
 
 
+def frame_attacks(
+    url: str, pid: int, names: list[str], scale: float, tmp: Path
+) -> list[dict[str, Any]]:
+    """Issue 22's attacks, one after another, while the canary steps; one row each, then
+    the canary's own row (its quiet worst step, and any step it lost)."""
+    if not names:
+        return []
+    port = int(url.rsplit(":", 1)[1])
+    rows = []
+    with Canary(url, tmp) as bird:
+        quiet_start = time.monotonic()
+        time.sleep(1.0)
+        quiet = (quiet_start, time.monotonic())
+        for name in names:
+            rows.append(frame_attack(port, name, pid, scale))
+            time.sleep(0.5)
+        bird.stop()
+    for row in rows:
+        row["canary_worst_ms"] = ms(bird.worst(row.pop("window")))
+    steps = [s for _, s, _ in bird.steps]
+    rows.append(
+        {
+            "phase": "canary",
+            "steps": len(steps),
+            "quiet_worst_ms": ms(bird.worst(quiet)),
+            "p50_ms": ms(percentile(steps, 0.5)),
+            "worst_ms": ms(max(steps, default=None)),
+            "error": bird.error,
+        }
+    )
+    return rows
+
+
 def server_refusals(log: Path) -> list[dict[str, Any]]:
     """The server's refusals from the first bytes, in order (its DEBUG log)."""
     found = []
@@ -369,6 +416,258 @@ def server_refusals(log: Path) -> list[dict[str, Any]]:
             size, read, elapsed = match.groups()
             found.append({"ms": float(elapsed), "read": int(read), "size": int(size)})
     return found
+
+
+# ----------------------------------------------------------------------- canary
+
+
+def canary(url: str, ready: Path, out: Path, period: float = 0.02) -> None:
+    """A child: one batched slot and one /ws session, each stepping every ``period`` s.
+
+    Writes ``{"steps": [[start, seconds, kind], ...], "error": ...}`` when standard input
+    closes. A step whose reply is not the echo of what it sent, or any failure, is the
+    error: an honest client lost something.
+    """
+    from websockets.sync.client import connect
+
+    base = url.replace("http://", "ws://")
+    steps: list[tuple[float, float, str]] = []
+    error = None
+    stop = threading.Event()
+
+    def watch() -> None:
+        with contextlib.suppress(OSError, ValueError):
+            while sys.stdin.buffer.read(4096):
+                pass
+        stop.set()
+
+    threading.Thread(target=watch, daemon=True).start()
+    try:
+        with (
+            connect(base + "/batch", subprotocols=[SUBPROTOCOL_V2], proxy=None) as batch,
+            connect(base + "/ws", proxy=None, max_size=None) as json_ws,
+        ):
+            batch.send(encode_frame({"op": "hello", "id": 0, "versions": [2]}))
+            batch.recv(timeout=30)
+            batch.send(encode_frame({"op": "open", "id": 1, "slots": [0]}))
+            batch.recv(timeout=30)
+            json_ws.send(json.dumps({"type": "reset", "data": {}}))
+            json_ws.recv(timeout=30)
+            ready.write_text("ready")
+            k = 0
+            while not stop.is_set():
+                k += 1
+                word = f"canary-{k}"
+                start = time.monotonic()
+                batch.send(encode_frame({"op": "step", "id": 2 + k % 1000, "slots": [0],
+                                         "cols": {"message": [word]}}))  # fmt: skip
+                reply = decode_frame(batch.recv(timeout=120))
+                steps.append((start, time.monotonic() - start, "batch"))
+                if list(reply.get("cols", {}).get("echoed_message", ())) != [word]:
+                    error = f"batched step answered {reply!r:.300}"
+                    break
+                start = time.monotonic()
+                json_ws.send(json.dumps({"type": "step", "data": {"message": word}}))
+                answer = json.loads(json_ws.recv(timeout=120))
+                steps.append((start, time.monotonic() - start, "json"))
+                if answer.get("data", {}).get("observation", {}).get("echoed_message") != word:
+                    error = f"/ws step answered {answer!r:.300}"
+                    break
+                stop.wait(period)
+    except Exception as exc:  # reported by the parent
+        error = repr(exc)
+    out.write_text(json.dumps({"steps": steps, "error": error}))
+
+
+_CANARIES = itertools.count()
+
+
+class Canary:
+    """The canary child process (:func:`canary`), started and stopped from here."""
+
+    def __init__(self, url: str, tmp: Path) -> None:
+        name = f"canary-{os.getpid()}-{next(_CANARIES)}"
+        self.ready, self.out = tmp / f"{name}-ready", tmp / f"{name}-out"
+        self.child = subprocess.Popen(
+            [sys.executable, __file__, "--role", "canary", url, str(self.ready), str(self.out)],
+            stdin=subprocess.PIPE,
+        )
+        deadline = time.monotonic() + 120
+        while not self.ready.exists():
+            if self.child.poll() is not None or time.monotonic() > deadline:
+                raise RuntimeError("the canary did not start")
+            time.sleep(0.05)
+        self.steps: list[tuple[float, float, str]] = []
+        self.error: str | None = None
+
+    def stop(self) -> None:
+        """End the child and read its steps."""
+        assert self.child.stdin is not None
+        self.child.stdin.close()
+        self.child.wait(120)
+        result = json.loads(self.out.read_text())
+        self.steps = [tuple(step) for step in result["steps"]]  # type: ignore[misc]
+        self.error = result["error"]
+
+    def kill(self) -> None:
+        if self.child.poll() is None:
+            self.child.kill()
+            self.child.wait()
+
+    def worst(self, window: tuple[float, float]) -> float | None:
+        """The longest step that overlapped ``window``, seconds (None: no step did)."""
+        a, b = window
+        return max((s for t, s, _ in self.steps if t + s >= a and t <= b), default=None)
+
+    def __enter__(self) -> Canary:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.kill()
+
+
+# ------------------------------------------------------------ frame attacks (issue 22)
+
+
+def read_message(sock: socket.socket) -> tuple[int, bytes]:
+    """(opcode, payload) of the next frame from the server."""
+
+    def exactly(n: int) -> bytes:
+        data = bytearray()
+        while len(data) < n:
+            chunk = sock.recv(n - len(data))
+            if not chunk:
+                raise ConnectionError("the server closed the connection")
+            data += chunk
+        return bytes(data)
+
+    first, second = exactly(2)
+    size = second & 0x7F
+    if size >= 126:
+        size = int.from_bytes(exactly(2 if size == 126 else 8), "big")
+    return first & 0x0F, exactly(size)
+
+
+def masked_fragments(count: int, payload: bytes, filler: bytes = b"") -> bytes:
+    """One text message of ``count`` frames: one byte of ``payload`` per frame while it
+    lasts, then frames of ``filler`` (one byte or none); all masked with a zero key (so the
+    bytes on the wire are the payload). Built by repetition: 3 M frames in well under a second.
+    """
+    zero = b"\x00\x00\x00\x00"
+
+    def frame(first: int, piece: bytes) -> bytes:
+        return bytes((first, 0x80 | len(piece))) + zero + piece
+
+    head = [frame(0x1 if k == 0 else 0x0, payload[k : k + 1]) for k in range(len(payload))]
+    rest = count - len(head) - 1
+    middle = frame(0x0, filler) * rest if rest > 0 else b""
+    return b"".join(head) + middle + frame(0x80, filler)
+
+
+ATTACKS = ("empty-arrays", "extra-keys", "ws-extra-keys", "fragments-1M", "empty-fragments-3M")
+"""The attacks of issue 22, items 1 and 2, by name."""
+
+
+def build_attack(name: str, scale: float = 1.0) -> tuple[str, bytes, list[bytes]]:
+    """(path, the frame(s) to send after the upgrade, frames sent before it).
+
+    ``scale`` shrinks them (``--smoke``, tests); 1.0 is issue 22's size.
+    """
+    hello = masked(0x2, encode_frame({"op": "hello", "id": 0, "versions": [2]}))
+    open_slot = masked(0x2, encode_frame({"op": "open", "id": 1, "slots": [0]}))
+    if name == "empty-arrays":  # a 15 MB batched step whose message is 15 M empty arrays
+        n = int(15_000_000 * scale)
+        head = b"\x84" + b"".join(msgpack.packb(x) for x in ("op", "step", "id", 2, "slots", [0]))
+        body = msgpack.packb("args") + b"\x91\x81" + msgpack.packb("message")
+        body += b"\xdd" + n.to_bytes(4, "big") + b"\x90" * n
+        return "/batch", masked(0x2, head + body), [hello, open_slot]
+    if name == "extra-keys":  # a batched step whose action has 1.6 M extra keys
+        n = int(1_600_000 * scale)
+        action = {"message": "x", **{format(k, "x"): 0 for k in range(n)}}
+        frame = encode_frame({"op": "step", "id": 2, "slots": [0], "args": [action]})
+        return "/batch", masked(0x2, frame), [hello, open_slot]
+    if name == "ws-extra-keys":  # a /ws step of 1.3 M extra keys
+        n = int(1_300_000 * scale)
+        data = {"message": "x", **{format(k, "x"): 0 for k in range(n)}}
+        text = json.dumps({"type": "step", "data": data}, separators=(",", ":"))
+        return "/ws", masked(0x1, text.encode()), [masked(0x1, b'{"type":"reset"}')]
+    if name == "fragments-1M":  # 1 M one-byte fragments (7 MB)
+        n = int(1_000_000 * scale)
+        return "/ws", masked_fragments(n, b'{"type":"step","data":{"message":"', b"x"), []
+    if name == "empty-fragments-3M":  # 3 M empty fragments (18 MB)
+        n = int(3_000_000 * scale)
+        return "/ws", masked_fragments(n, b"{"), []
+    raise ValueError(f"unknown attack {name!r}")
+
+
+def frame_attack(port: int, name: str, pid: int, scale: float = 1.0) -> dict[str, Any]:
+    """One attack of issue 22 from a raw socket: what the attacker got, the server's RSS.
+
+    The frames are built first (untimed); the window is from the first byte of the attack
+    sent to the attacker's answer (an error frame, a close frame, or the connection gone).
+    """
+    path, frame, before = build_attack(name, scale)
+    headers = [f"Sec-WebSocket-Protocol: {SUBPROTOCOL_V2}"] if path == "/batch" else []
+    sock = upgrade(port, path, *headers)
+    with sock:
+        for early in before:
+            sock.sendall(early)
+            read_message(sock)
+        got: dict[str, Any] = {}
+
+        def reader() -> None:
+            try:
+                while True:
+                    opcode, payload = read_message(sock)
+                    if opcode == 0x8:
+                        code = int.from_bytes(payload[:2], "big")
+                        got["answer"] = {"close": code, "reason": payload[2:].decode()}
+                        break
+                    if opcode in (0x1, 0x2):
+                        got["answer"] = _answer(opcode, payload)
+                        got["reply_bytes"] = len(payload)
+                        break
+            except Exception as exc:
+                got.setdefault("answer", {"lost": repr(exc)})
+            got["at"] = time.monotonic()
+
+        rss = Rss(pid)
+        thread = threading.Thread(target=reader, daemon=True)
+        start = time.monotonic()
+        thread.start()
+        with contextlib.suppress(OSError):
+            sock.sendall(frame)
+        sent = time.monotonic()
+        thread.join(300)
+        end = got.get("at", time.monotonic())
+    after = rss.stop()
+    return {
+        "phase": f"attack {name}",
+        "attack": name,
+        "path": path,
+        "frame_bytes": len(frame),
+        "answer": got.get("answer"),
+        "reply_bytes": got.get("reply_bytes"),
+        "answered_ms": ms(end - start),
+        "sent_ms": ms(sent - start),
+        "window": (start, max(end, sent)),
+        "rss_start_mb": round(rss.start / MB, 1),
+        "rss_peak_mb": round(rss.peak / MB, 1),
+        "rss_growth_mb": round((rss.peak - rss.start) / MB, 1),
+        "rss_after_mb": round(after / MB, 1),
+    }
+
+
+def _answer(opcode: int, payload: bytes) -> dict[str, Any]:
+    """The gist of an error the server answered with (code, message, per-slot codes)."""
+    if opcode == 0x1:
+        data = json.loads(payload).get("data", {})
+        return {"code": data.get("code"), "message": str(data.get("message"))[:200]}
+    reply = decode_frame(payload)
+    if reply.get("op") == "error":
+        return {"code": reply.get("code"), "message": str(reply.get("message"))[:200]}
+    errors = reply.get("errors", {})
+    return {"slot_codes": sorted({err[0] for err in errors.values()})}
 
 
 # ----------------------------------------------------------------------- main
@@ -383,14 +682,22 @@ def main() -> None:
     parser.add_argument("--frames", type=int, default=80, help="unread frames per protocol")
     parser.add_argument("--quiet", type=float, default=2.0, help="seconds stepped before")
     parser.add_argument("--out", type=Path, help="JSONL file (default benchmarks/results/)")
-    parser.add_argument("--role", nargs=6, help=argparse.SUPPRESS)
+    parser.add_argument(
+        "--frame-attacks", default=",".join(ATTACKS), help="issue 22's attacks to make (none: '')"
+    )
+    parser.add_argument("--scale", type=float, default=1.0, help="their size (1: issue 22's)")
+    parser.add_argument("--role", nargs="+", help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.role and args.role[0] == "canary":
+        _, url, ready, out = args.role
+        canary(url, Path(ready), Path(out))
+        return
     if args.role:
         _, url, protocol, n, ready, out = args.role
         stepper(url, protocol, int(n), Path(ready), Path(out))
         return
     if args.smoke:
-        args.repeats, args.frames, args.envs, args.quiet = 1, 8, 4, 0.5
+        args.repeats, args.frames, args.envs, args.quiet, args.scale = 1, 8, 4, 0.5, 0.01
     stamp = datetime.datetime.now(datetime.UTC).strftime("%Y%m%dT%H%M%SZ")
     out = args.out or HERE / "results" / f"attacks-{stamp}.jsonl"
     out.parent.mkdir(parents=True, exist_ok=True)
@@ -409,6 +716,8 @@ def main() -> None:
         finally:
             steppers.stop() if proc.poll() is None else None
             steppers.kill()
+        attacks = [name for name in args.frame_attacks.split(",") if name]
+        frame_rows = frame_attacks(url, proc.pid, attacks, args.scale, Path(tmp))
         log = server_refusals(Path(tmp) / "server.log")
     for k, row in enumerate(state_rows):  # the attacks are the only messages it refuses so
         seen = log[k] if len(log) == len(state_rows) else None
@@ -455,6 +764,7 @@ def main() -> None:
         row["others_p99_ms"] = ms(percentile(steps, 0.99))
         rows.append(row)
     rows.append({"phase": "stepper errors", "errors": steppers.errors})
+    rows += frame_rows
     with out.open("w") as f:
         for row in rows:
             line = json.dumps({**context, **row})
@@ -472,10 +782,17 @@ def main() -> None:
             f"others' p99 {r['others_p99_ms']} ms\n"
             for r in unread
         )
+        + "".join(
+            f"{r['phase']}: {r['answer']} after {r['answered_ms']} ms, canary's worst step "
+            f"{r['canary_worst_ms']} ms, server RSS +{r['rss_growth_mb']} MB\n"
+            for r in frame_rows
+            if r["phase"].startswith("attack ")
+        )
         + f"stepper errors: {steppers.errors or 'none'}; rows in {out}",
         file=sys.stderr,
     )
-    if steppers.errors or not summary["all_invalid_request"]:
+    canary_errors = [r["error"] for r in frame_rows if r["phase"] == "canary" and r["error"]]
+    if steppers.errors or canary_errors or not summary["all_invalid_request"]:
         sys.exit(1)
 
 

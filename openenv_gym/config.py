@@ -75,6 +75,8 @@ ENV_VARS: dict[str, str] = {
     "OPENENV_GYM_MAX_SESSIONS": "serve: most live environment instances (default 4096)",
     "OPENENV_GYM_MAX_FRAME": "serve: largest WebSocket message, bytes (default 16 MiB)",
     "OPENENV_GYM_MAX_FRAGMENTS": "serve: most frames one WebSocket message comes in (default 1024)",
+    "OPENENV_GYM_MAX_VALUES": "serve: most values one message or JSON body decodes into (65536)",
+    "OPENENV_GYM_MAX_HTTP_SESSIONS": "serve: most MCP sessions over HTTP open at once (256)",
     "OPENENV_GYM_MAX_CONNECTIONS": "serve: open connections at once (default 8192)",
     "OPENENV_GYM_MAX_REQUEST_SLOTS": "serve: most slots one batched request names (default 8192)",
     "OPENENV_GYM_MAX_CONNECTION_SLOTS": "serve: most slots open on one connection (default 8192)",

@@ -44,6 +44,18 @@ __all__ = ["EnvServer", "ServerConfig"]
 logger = logging.getLogger("openenv_gym.runtime")
 
 
+_GUARDS = {
+    "handshake_timeout": "a client may hold a connection open without ever sending a "
+    "request head (slowloris)",
+    "idle_timeout": "a WebSocket that sends nothing keeps its sessions forever",
+    "send_timeout": "a peer that never reads keeps its connection and sessions forever",
+    "ping_interval": "a peer that vanished without closing keeps its sessions until the idle "
+    "timeout",
+    "ping_timeout": "a peer that stops answering pings is never dropped",
+}
+"""The timeouts that guard the server, and what turning each off lets a client do."""
+
+
 class EnvServer:
     """Hosts one environment class over both wire protocols.
 
@@ -103,6 +115,9 @@ class EnvServer:
             create=calls.create,
             validate_action=calls.action.validate_python,
             awaits=calls.awaits,
+            max_values=self.config.max_values,
+            max_http_sessions=self.config.max_http_sessions,
+            refuse_wide=calls.refuse_wide,
         )
 
     # ------------------------------------------------------------------ lifecycle
@@ -131,6 +146,9 @@ class EnvServer:
                 "address can drive its environments",
                 self.url,
             )
+        for name, guards in _GUARDS.items():
+            if getattr(config, name) is None:
+                logger.warning("%s is off: %s", name, guards)
 
     @property
     def port(self) -> int:
@@ -170,12 +188,11 @@ class EnvServer:
         """The channel of a WebSocket upgrade: ``/ws`` (JSON) or ``/batch``."""
         calls, capacity, config = self.calls, self.capacity, self.config
         if request.path == "/ws":
-            queue = config.max_queue_bytes
             attach = request.query.get("session_id")  # an MCP session's instance (openenv>=0.5)
             if attach:
                 lent = self.http_api.attach(attach)
-                return (lambda socket: JsonChannel(calls, capacity, queue, socket, lent)), None
-            return (lambda socket: JsonChannel(calls, capacity, queue, socket)), None
+                return (lambda socket: JsonChannel(calls, capacity, config, socket, lent)), None
+            return (lambda socket: JsonChannel(calls, capacity, config, socket)), None
         if request.path == "/batch":
             versions = [v for name in offered if (v := bp.version_of(name)) is not None]
             # the endpoint does not insist on its subprotocol: version 1 without one

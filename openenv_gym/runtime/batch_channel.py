@@ -74,7 +74,10 @@ class BatchChannel:
         self.config = config
         self.socket = socket
         self.conn = bp.BatchServer(
-            max_frame=config.max_frame, version=version, max_slots=config.max_request_slots
+            max_frame=config.max_frame,
+            version=version,
+            max_slots=config.max_request_slots,
+            max_values=config.max_values,
         )
         self.slots: dict[int, Any] = {}
         self._queue: collections.deque[tuple[Any, int]] = collections.deque()

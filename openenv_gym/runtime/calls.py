@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import inspect
+import itertools
 import logging
 import math
 from collections.abc import Awaitable, Callable, Coroutine, Mapping
@@ -23,6 +24,7 @@ from pydantic import BaseModel, TypeAdapter, ValidationError
 from openenv_gym.exceptions import LocalProtocolError
 from openenv_gym.protocol import batch as bp
 from openenv_gym.protocol import openenv as op
+from openenv_gym.protocol.openenv.messages import MAX_ERRORS, cut, more_errors
 from openenv_gym.runtime.columns import batch_table, result_table
 from openenv_gym.runtime.environment import ObservationBatch
 from openenv_gym.runtime.errors import (
@@ -115,6 +117,7 @@ class EnvCalls:
         self.action: TypeAdapter[Any] = TypeAdapter(accepts)
         """Validates one action."""
         self._actions: TypeAdapter[list[Any]] = TypeAdapter(list[accepts])
+        self._keys = _input_keys(accepts)
         self.awaits = {
             name: _is_async_override(env_factory, name) for name in ("step_async", "reset_async")
         }
@@ -160,6 +163,12 @@ class EnvCalls:
                     return self._answer_json_later(session, env.reset_async(**kwargs))
                 obs = env.reset(**kwargs)
             else:
+                if self.is_wide(request.action):
+                    errors = self.wide_errors(request.action)
+                    session.send_error(
+                        op.ErrorCode.VALIDATION_ERROR, "Invalid message", errors=errors
+                    )
+                    return None
                 action = self.action.validate_python(request.action)
                 if self.awaits["step_async"]:
                     return self._answer_json_later(session, env.step_async(action))
@@ -253,7 +262,7 @@ class EnvCalls:
             name, one = "reset_batch", _reset_one
         else:
             checked, valid = self.validate_actions(
-                list(args) if len(live) == n else [args[k] for k in live]
+                list(args) if len(live) == n else [args[k] for k in live], request.width
             )
             if valid:
                 ready, inputs = live, checked
@@ -286,29 +295,105 @@ class EnvCalls:
             results[k] = _guard(one, env, value)
         return results, None, ready
 
-    def validate_actions(self, args: list[Any]) -> tuple[list[Any], bool]:
+    def validate_actions(self, args: list[Any], width: int = 0) -> tuple[list[Any], bool]:
         """The action models of ``args`` in one validation call; a SlotError where invalid.
 
         A validator of the model may raise something else than a validation error: that
-        slot gets ``EXECUTION_ERROR``, the others are validated as usual.
+        slot gets ``EXECUTION_ERROR``, the others are validated as usual. ``width``: the
+        most keys one of ``args`` has; when that is more than the model takes, the slots
+        with too many keys are refused from their keys (:meth:`wide_errors`), unvalidated.
 
         Returns:
             Per entry, the model or the SlotError; and whether every entry is valid.
         """
-        try:
-            return self._actions.validate_python(args), True
-        except Exception:
-            pass  # some are invalid: find which, one by one
+        wide = self._keys is not None and width > len(self._keys)
+        if not wide:
+            try:
+                return self._actions.validate_python(args), True
+            except Exception:
+                pass  # some are invalid: find which, one by one
         validate = self.action.validate_python
         out: list[Any] = []
         for arg in args:
             try:
+                if wide and self.is_wide(arg):
+                    errors = self.wide_errors(arg)
+                    code = op.ErrorCode.VALIDATION_ERROR.value
+                    out.append(bp.SlotError(code, "Invalid message", {"errors": errors}))
+                    continue
                 out.append(validate(arg))
             except ValidationError as exc:
                 out.append(validation_error(exc))
             except Exception as exc:
                 out.append(execution_error(exc))
         return out, False
+
+    def is_wide(self, arg: Any) -> bool:
+        """Whether ``arg`` has more keys than the action model takes (it has extra keys).
+
+        Only for a model that forbids extra keys (OpenEnv's ``Action``); such an action is
+        answered by :meth:`wide_errors`, not validated key by key.
+        """
+        keys = self._keys
+        return keys is not None and isinstance(arg, Mapping) and len(arg) > len(keys)
+
+    def refuse_wide(self, arg: Any) -> list[Any] | None:
+        """:meth:`wide_errors` of ``arg`` if it :meth:`is_wide`, else None (validate it)."""
+        return self.wide_errors(arg) if self.is_wide(arg) else None
+
+    def wide_errors(self, arg: Mapping[str, Any]) -> list[Any]:
+        """A bounded ``errors`` list for an action with too many keys, as Pydantic's begins.
+
+        The errors of its declared fields (validated alone), then ``extra_forbidden`` for its
+        first extra keys, then their count. Costs the model's fields and a few keys, however
+        many ``arg`` has.
+        """
+        keys = self._keys
+        assert keys is not None
+        declared = {key: arg[key] for key in keys if key in arg}
+        errors: list[Any] = []
+        try:
+            self.action.validate_python(declared)
+        except ValidationError as exc:
+            errors = [e for e in validation_errors(exc) if e["type"] != "too_many_errors"]
+        extra = len(arg) - len(declared)
+        count = len(errors) + extra
+        extras = ((key, value) for key, value in arg.items() if key not in keys)
+        errors += [
+            wire_safe(
+                {
+                    "type": "extra_forbidden",
+                    "loc": [cut(key)],
+                    "msg": "Extra inputs are not permitted",
+                    "input": cut(value),
+                }
+            )
+            for key, value in itertools.islice(extras, max(0, MAX_ERRORS - len(errors)))
+        ]
+        if count > len(errors):
+            errors.append(more_errors(count, len(errors)))
+        return errors
+
+
+def _input_keys(model: Any) -> frozenset[str] | None:
+    """The keys an action model that forbids extra keys takes (names and aliases), or None.
+
+    None: the model takes extra keys, is not one plain model (a union...), or names a
+    field by something else than a string alias; its actions are always validated whole.
+    """
+    if not (isinstance(model, type) and issubclass(model, BaseModel)):
+        return None
+    if model.model_config.get("extra") != "forbid":
+        return None
+    keys = set()
+    for name, info in model.model_fields.items():
+        keys.add(name)
+        for alias in (info.alias, info.validation_alias):
+            if isinstance(alias, str):
+                keys.add(alias)
+            elif alias is not None:
+                return None
+    return frozenset(keys)
 
 
 def _send_json_observation(session: op.ServerSession, obs: Any) -> None:

@@ -346,6 +346,8 @@ class Connection(asyncio.Protocol):
     def _route(self, request: HttpRequest) -> HttpResponse | Awaitable[HttpResponse]:
         try:
             return self.server.app.handle_http(request)
+        except RecursionError:
+            return _too_deep(request)
         except Exception:
             logger.exception("answering %s %s failed", request.method, request.path)
             return detail(500, "internal error")
@@ -363,6 +365,8 @@ class Connection(asyncio.Protocol):
     ) -> None:
         try:
             response = await pending
+        except RecursionError:
+            response = _too_deep(request)
         except Exception:
             logger.exception("answering %s %s failed", request.method, request.path)
             response = detail(500, "internal error")
@@ -417,6 +421,12 @@ class Connection(asyncio.Protocol):
 
 
 # ----------------------------------------------------------------------------- HTTP
+
+
+def _too_deep(request: HttpRequest) -> HttpResponse:
+    """400 for a request whose input was nested too deeply to handle (no traceback logged)."""
+    logger.info("%s %s refused: input nested too deeply", request.method, request.path)
+    return detail(400, "input nested too deeply")
 
 
 def _request_of(event: h11.Request) -> HttpRequest:

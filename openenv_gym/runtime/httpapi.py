@@ -45,13 +45,21 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model
+from pydantic.version import VERSION as PYDANTIC_VERSION
 
 from openenv_gym._version import __version__
+from openenv_gym.protocol.openenv.messages import cut, loads
 from openenv_gym.runtime.environment import EnvironmentMetadata
 from openenv_gym.runtime.errors import describe, validation_errors, wire_safe
 from openenv_gym.runtime.interfaces import HttpRequest, HttpResponse, json_response
 from openenv_gym.runtime.loader import EnvModels
-from openenv_gym.runtime.mcp import Attachment, JsonRpcRequest, JsonRpcResponse, McpEndpoint
+from openenv_gym.runtime.mcp import (
+    REFUSED,
+    Attachment,
+    JsonRpcRequest,
+    JsonRpcResponse,
+    McpEndpoint,
+)
 from openenv_gym.runtime.openapi import Operation, openapi_document
 from openenv_gym.runtime.settings import ServerMode
 
@@ -92,6 +100,11 @@ class EnvHost:
         validate_action: Validate one action dict into the action model.
         awaits: Per ``reset_async`` / ``step_async``: whether the class's own coroutine
             is called instead of ``reset`` / ``step``.
+        max_values: Most values a JSON body may hold (None: no limit).
+        max_http_sessions: Most MCP sessions created over HTTP open at once (None: no
+            limit besides ``max_sessions``).
+        refuse_wide: The errors of an action with more keys than its model takes (refused
+            unvalidated, at a bounded cost), or None to validate it.
     """
 
     name: str
@@ -106,6 +119,9 @@ class EnvHost:
     create: Callable[[], Any]
     validate_action: Callable[[Any], Any]
     awaits: Mapping[str, bool]
+    max_values: int | None = None
+    max_http_sessions: int | None = None
+    refuse_wide: Callable[[Any], list[Any] | None] = lambda _: None
 
 
 # ------------------------------------------------------------------ request shapes
@@ -387,11 +403,13 @@ class HttpApi:
     def _mcp(self, request: HttpRequest) -> HttpResponse | Awaitable[HttpResponse]:
         answer = self.mcp.handle(request.body)
         if isinstance(answer, dict):
-            return _json(200, answer)
+            error = answer.get("error")
+            data = error.get("data") if isinstance(error, dict) else None
+            return _json(400 if isinstance(data, dict) and REFUSED in data else 200, answer)
         return _later(answer)
 
     def _reset(self, request: HttpRequest) -> HttpResponse | Awaitable[HttpResponse]:
-        body = _json_body(request, required=False)
+        body = _json_body(request, self.host.max_values, required=False)
         if isinstance(body, HttpResponse):
             return body
         if body is not None and not isinstance(body, dict):
@@ -409,7 +427,7 @@ class HttpApi:
         return self._with_instance(call, _observation_response)
 
     def _step(self, request: HttpRequest) -> HttpResponse | Awaitable[HttpResponse]:
-        body = _json_body(request, required=True)
+        body = _json_body(request, self.host.max_values, required=True)
         if isinstance(body, HttpResponse):
             return body
         if not isinstance(body, dict):
@@ -418,6 +436,9 @@ class HttpApi:
             parsed = StepRequest.model_validate(body)
         except ValidationError as exc:
             return _unprocessable(_body_errors(exc))
+        wide = self.host.refuse_wide(parsed.action)
+        if wide is not None:
+            return _unprocessable(_with_urls(wide))
         try:
             action = self.host.validate_action(parsed.action)
         except ValidationError as exc:
@@ -520,8 +541,12 @@ async def _later(pending: Awaitable[dict[str, Any]]) -> HttpResponse:
     return _json(200, await pending)
 
 
-def _json_body(request: HttpRequest, *, required: bool) -> Any:
-    """The parsed body, None when empty and optional, or the 422 response."""
+def _json_body(request: HttpRequest, max_values: int | None, *, required: bool) -> Any:
+    """The parsed body, None when empty and optional, or the 422 (400) response.
+
+    A body nested too deeply for the parser, or holding more than ``max_values`` values,
+    is refused with 400 and one error (``json_too_deep``, ``json_too_large``).
+    """
     body = request.body
     if not body.strip():
         if not required:
@@ -530,8 +555,12 @@ def _json_body(request: HttpRequest, *, required: bool) -> Any:
             [{"type": "missing", "loc": ["body"], "msg": "Field required", "input": None}]
         )
     try:
-        return json.loads(body)
+        return loads(body, max_values)
+    except RecursionError:
+        return _refused("json_too_deep", "JSON nested too deeply for the parser")
     except (ValueError, UnicodeDecodeError) as exc:
+        if max_values is not None and str(exc).startswith("more than "):
+            return _refused("json_too_large", f"JSON body of {exc}")
         position = exc.pos if isinstance(exc, json.JSONDecodeError) else 0
         reason = exc.msg if isinstance(exc, json.JSONDecodeError) else "not UTF-8"
         return _unprocessable(
@@ -547,10 +576,15 @@ def _json_body(request: HttpRequest, *, required: bool) -> Any:
         )
 
 
+def _refused(kind: str, message: str) -> HttpResponse:
+    """400: a body over a limit, refused unread (FastAPI's error shape)."""
+    return _json(400, {"detail": [{"type": kind, "loc": ["body"], "msg": message, "input": None}]})
+
+
 def _not_an_object(body: Any) -> HttpResponse:
     """The 422 of a JSON body that is not an object (FastAPI's wording)."""
     msg = "Input should be a valid dictionary or object to extract fields from"
-    error = {"type": "model_attributes_type", "loc": ["body"], "msg": msg, "input": body}
+    error = {"type": "model_attributes_type", "loc": ["body"], "msg": msg, "input": cut(body)}
     return _unprocessable([wire_safe(error)])
 
 
@@ -564,10 +598,18 @@ def _body_errors(exc: ValidationError) -> list[Any]:
 
 def _action_errors(exc: ValidationError) -> list[Any]:
     """An invalid action's errors as upstream sends them: not under ``body``, with ``url``."""
-    try:
-        return wire_safe(json.loads(exc.json()))  # type: ignore[no-any-return]
-    except ValueError:  # an input Pydantic cannot write as JSON
-        return validation_errors(exc)
+    return _with_urls(validation_errors(exc))
+
+
+def _with_urls(errors: list[Any]) -> list[Any]:
+    """Pydantic's ``url`` on each error (not on the count of those not shown)."""
+    for error in errors:
+        if error["type"] != "too_many_errors":
+            error["url"] = f"{_ERRORS_URL}{error['type']}"
+    return errors
+
+
+_ERRORS_URL = "https://errors.pydantic.dev/{}.{}/v/".format(*PYDANTIC_VERSION.split(".")[:2])
 
 
 def _unprocessable(detail: list[Any]) -> HttpResponse:

@@ -17,6 +17,7 @@ from openenv_gym.protocol import openenv as op
 from openenv_gym.runtime.calls import Capacity, EnvCalls, FactoryFailed
 from openenv_gym.runtime.interfaces import Socket
 from openenv_gym.runtime.mcp import Attachment, close_env
+from openenv_gym.runtime.settings import ServerConfig
 
 __all__ = ["JsonChannel"]
 
@@ -27,7 +28,7 @@ class JsonChannel:
     Args:
         calls: The environment class.
         capacity: The instances shared over every endpoint.
-        max_queue_bytes: Bytes of frames that may wait their turn (reading pauses beyond).
+        config: The server's settings (bytes that may wait their turn, values per frame).
         socket: The WebSocket.
         borrowed: An MCP session's instance to attach to (not ours to close), or why
             attaching to one is refused.
@@ -37,15 +38,15 @@ class JsonChannel:
         self,
         calls: EnvCalls,
         capacity: Capacity,
-        max_queue_bytes: int,
+        config: ServerConfig,
         socket: Socket,
         borrowed: Attachment | str | None = None,
     ) -> None:
         self.calls = calls
         self.capacity = capacity
-        self.max_queue_bytes = max_queue_bytes
+        self.max_queue_bytes = config.max_queue_bytes
         self.socket = socket
-        self.session = op.ServerSession()
+        self.session = op.ServerSession(max_values=config.max_values)
         self.env: Any = None
         self._held = False
         self._task: asyncio.Task[None] | None = None

@@ -20,15 +20,17 @@ is HTTP 200 with a JSON-RPC response; a notification (no ``id``) is answered too
 ``id: null``, as upstream does.
 
 Sessions count against the server's ``max_sessions`` like ``/ws`` sessions; one that sees
-no request for ``idle_timeout`` seconds is closed. A temporary instance (a tool call
-without a session) also holds a slot while the call runs.
+no request for ``idle_timeout`` seconds is closed. They hold an instance with no
+connection to tell whether their client is still there, so at most ``max_http_sessions``
+of them are open at once (-32000 beyond); a session attached to a ``/ws`` WebSocket lives
+as that socket does. A temporary instance (a tool call without a session) also holds a
+slot while the call runs.
 """
 
 from __future__ import annotations
 
 import asyncio
 import enum
-import json
 import logging
 import uuid
 from collections.abc import Awaitable, Callable, Mapping
@@ -37,12 +39,14 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel, Field
 
+from openenv_gym.protocol.openenv.messages import loads
 from openenv_gym.runtime.errors import describe, wire_safe
 
 if TYPE_CHECKING:
     from openenv_gym.runtime.httpapi import EnvHost
 
 __all__ = [
+    "REFUSED",
     "Attachment",
     "JsonRpcCode",
     "JsonRpcErrorObject",
@@ -138,8 +142,15 @@ def rpc_error(
 _MEMBERS = frozenset({"jsonrpc", "method", "params", "id"})
 
 
-def parse_call(body: bytes) -> RpcCall | dict[str, Any]:
+REFUSED = "refused"
+"""``error.data.limit`` of a parse error whose body broke a limit (nesting, values): it is
+answered with HTTP 400, not 200."""
+
+
+def parse_call(body: bytes, max_values: int | None = None) -> RpcCall | dict[str, Any]:
     """Parse one request body: the call, or the error response to send instead.
+
+    ``max_values``: a body holding more values is refused unparsed (``messages.loads``).
 
     >>> parse_call(b'{"jsonrpc": "2.0", "method": "tools/list", "id": 1}')
     RpcCall(method='tools/list', params={}, id=1)
@@ -149,8 +160,14 @@ def parse_call(body: bytes) -> RpcCall | dict[str, Any]:
     -32600
     """
     try:
-        payload = json.loads(body)
-    except (ValueError, UnicodeDecodeError):
+        payload = loads(body, max_values)
+    except RecursionError:
+        message = "Parse error: JSON nested too deeply"
+        return rpc_error(None, JsonRpcCode.PARSE_ERROR, message, {REFUSED: "nesting"})
+    except ValueError as exc:  # UnicodeDecodeError is one
+        if max_values is not None and str(exc).startswith("more than "):
+            message = f"Parse error: {exc}"
+            return rpc_error(None, JsonRpcCode.PARSE_ERROR, message, {REFUSED: "values"})
         return rpc_error(None, JsonRpcCode.PARSE_ERROR, "Parse error")
     if not isinstance(payload, dict):
         what = "batch requests are not supported" if isinstance(payload, list) else "not an object"
@@ -247,7 +264,7 @@ class McpEndpoint:
 
     def handle(self, body: bytes) -> dict[str, Any] | Awaitable[dict[str, Any]]:
         """The JSON-RPC response to ``body``: now if it is malformed, else an awaitable."""
-        call = parse_call(body)
+        call = parse_call(body, self.host.max_values)
         if isinstance(call, dict):
             return call
         method = self._methods.get(call.method)
@@ -334,6 +351,14 @@ class McpEndpoint:
         return session
 
     async def _session_create(self, call: RpcCall) -> Any:
+        limit = self.host.max_http_sessions
+        if limit is not None and len(self.sessions) >= limit:
+            raise _RpcFailure(
+                JsonRpcCode.SERVER_ERROR,
+                f"Too many MCP sessions over HTTP: {len(self.sessions)}/{limit} open. Close one, "
+                "or attach to one over /ws.",
+                {"open_sessions": len(self.sessions), "max_http_sessions": limit},
+            )
         env = self._new_instance()
         session = _Session(str(uuid.uuid4()), env)
         opener = getattr(env, "mcp_session", None)

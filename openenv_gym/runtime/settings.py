@@ -105,6 +105,12 @@ class ServerConfig:
         max_frame: Largest WebSocket message accepted, in bytes (fragments together).
         max_fragments: Most frames one WebSocket message may come in (empty continuation
             frames count); beyond, the connection is failed with 1009.
+        max_values: Most values one WebSocket message or HTTP JSON body may decode into
+            (``docs/security.md``): checked while (msgpack) or before (JSON) decoding, so
+            no message costs more than that to decode, validate and answer.
+        max_http_sessions: Most MCP sessions created over plain HTTP
+            (``openenv/session/create``) open at once: they hold an instance with no
+            connection, until closed or idle for ``idle_timeout``.
         compression: Accept permessage-deflate when a client offers it (off by default: it
             costs ~30 % throughput on loopback).
         ping_interval: Seconds between WebSocket pings (None: no pings).
@@ -139,6 +145,10 @@ class ServerConfig:
     max_frame: int = _option(16 * 2**20, _COUNT, "largest WebSocket message, bytes")
     max_fragments: int = _option(
         DEFAULT_MAX_FRAGMENTS, _COUNT, "most frames one WebSocket message may come in"
+    )
+    max_values: int = _option(2**16, _COUNT, "most values one message or JSON body may decode into")
+    max_http_sessions: int = _option(
+        256, _COUNT, "most MCP sessions created over HTTP (no connection) open at once"
     )
     compression: bool = False
     ping_interval: float | None = _option(20.0, _SECONDS, "seconds between WebSocket pings")

@@ -58,6 +58,8 @@ do): a client whose process is alive then keeps its sessions through a long paus
 IDLE_TIMEOUT_HEADER = "OpenEnv-Gym-Idle-Timeout"
 """Response header of an accepted upgrade: the server's idle timeout, seconds (or ``none``),
 so a client knows how often to ping."""
+_LINGER = 1.0
+"""Seconds a connection we failed stays open, dropping what the peer sends (see _fail)."""
 FRAMES_PER_TURN = 64
 """Frames of one connection handled before other connections get a turn of the loop."""
 _DATA = (Opcode.TEXT, Opcode.BINARY, Opcode.CONT)
@@ -128,6 +130,7 @@ class WebSocketStream:
         self.channel: Channel | None = None
         self._assembler = FragmentAssembler(limits.max_frame, limits.max_fragments)
         self._backlog = b""  # the rest of a read, handled on the next turn (see _defer)
+        self._failed = False  # failed by us (_fail): what the peer sends is dropped
         # the receive path splits the peer's bytes at frame boundaries (see receive)
         self._rx_cut = b""  # the start of a frame header, cut by the end of a read
         self._rx_pass = 0  # bytes of the current frame still to give websockets' parser
@@ -208,8 +211,9 @@ class WebSocketStream:
         :data:`FRAMES_PER_TURN` frame heads of it are handled now; the rest of the read waits
         for the loop's next turn, reading paused (:meth:`_defer`).
         """
-        if self._backlog:  # reading is paused until it is handled: cannot happen, but
-            self._backlog += data
+        if self._backlog or self._failed:
+            if not self._failed:  # reading is paused until it is handled: cannot happen, but
+                self._backlog += data
             return
         if self._rx_message is None:
             if self._rx_pass >= len(data):  # inside a frame
@@ -534,11 +538,18 @@ class WebSocketStream:
     def _fail(self, code: int, reason: str) -> None:
         """Fail the connection (RFC 6455 7.1.7): a close frame, then the TCP connection closes.
 
-        Nothing more the peer sends is read.
+        Nothing more the peer sends is handled: its bytes are dropped as they come, for
+        :data:`_LINGER` seconds, then the connection closes. Closing at once, with the
+        peer's bytes unread, would reset the connection and could lose the close frame.
         """
         logger.info("WebSocket failed: %s (%d)", reason, code)
         self.protocol.fail(code, reason)
-        self.flush()
+        self._failed = True
+        self._backlog = b""
+        self.connection.resume_reading("turn")
+        self.connection.write(b"".join(self._out + self.protocol.data_to_send()))
+        self._out = []
+        self.loop.call_later(_LINGER, self.connection.close_after_writing)
 
     def _idle_expired(self) -> None:
         timeout = self.limits.idle_timeout

@@ -17,6 +17,7 @@ import pytest
 pytestmark = [pytest.mark.bench, pytest.mark.timeout(300)]
 
 ROOT = Path(__file__).resolve().parents[2]
+ATTACKS = ("empty-arrays", "extra-keys", "ws-extra-keys", "fragments-1M", "empty-fragments-3M")
 
 
 def test_attacks_smoke_writes_its_rows(tmp_path: Path) -> None:
@@ -34,7 +35,16 @@ def test_attacks_smoke_writes_its_rows(tmp_path: Path) -> None:
     for line in out.read_text().splitlines():
         row = json.loads(line)
         rows.setdefault(row["phase"], []).append(row)
-    assert set(rows) == {"quiet", "state-3M", "state-3M summary", "never-reading", "stepper errors"}
+    frame_attacks = {f"attack {name}" for name in ATTACKS}
+    assert set(rows) == {
+        "quiet",
+        "state-3M",
+        "state-3M summary",
+        "never-reading",
+        "stepper errors",
+        "canary",
+        *frame_attacks,
+    }
     (attack,) = rows["state-3M"]
     assert attack["code"] == "INVALID_REQUEST"
     assert "names 3000000 slots" in attack["message"]
@@ -45,3 +55,13 @@ def test_attacks_smoke_writes_its_rows(tmp_path: Path) -> None:
     assert [r["path"] for r in rows["never-reading"]] == ["/batch", "/ws"]
     assert all(r["rss_peak_mb"] >= r["rss_start_mb"] > 0 for r in rows["never-reading"])
     assert rows["stepper errors"][0]["errors"] == []
+    # issue 22's attacks, at 1 % of their size: each answered with a typed error or a
+    # documented close code, and the canary lost nothing
+    answers = {name: rows[f"attack {name}"][0]["answer"] for name in ATTACKS}
+    assert answers["empty-arrays"]["code"] == "INVALID_REQUEST"
+    assert answers["extra-keys"] == {"slot_codes": ["VALIDATION_ERROR"]}
+    assert answers["ws-extra-keys"]["code"] == "VALIDATION_ERROR"
+    assert answers["fragments-1M"]["close"] == answers["empty-fragments-3M"]["close"] == 1009
+    (canary,) = rows["canary"]
+    assert canary["error"] is None
+    assert canary["steps"] > 0

@@ -50,6 +50,7 @@ from openenv_gym.protocol.openenv import (
     StepRequest,
     decode_reply,
 )
+from openenv_gym.protocol.openenv.messages import cut
 
 FUZZ = settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 ROUND_TRIP = settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -290,7 +291,12 @@ def test_server_validation_matches_pydantic(kind: str, fields: dict[str, Any]) -
         [frame] = server.data_to_send()
         reply = json.loads(frame)
         assert reply["data"]["code"] == "VALIDATION_ERROR"
-        assert reply["data"]["errors"] == json.loads(error.json(include_url=False))
+        expected = json.loads(error.json(include_url=False))  # inputs cut when large (2.6)
+        expected = [
+            {**e, "loc": [cut(part) for part in e["loc"]], "input": cut(e["input"])}
+            for e in expected
+        ]
+        assert reply["data"]["errors"] == json.loads(json.dumps(expected))
         assert server.events_received() == []
     else:
         assert server.data_to_send() == []

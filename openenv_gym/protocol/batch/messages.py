@@ -218,12 +218,16 @@ class BatchRequestReceived:
         request_id: The id to echo in the reply.
         slots: Slot ids, unique.
         args: One mapping per slot for reset (kwargs) and step (action); else empty.
+        width: The most entries one slot's mapping of :attr:`args` has (0 without args):
+            a server may refuse a slot whose action has more keys than its model takes
+            before validating it key by key.
     """
 
     op: Op
     request_id: int
     slots: tuple[int, ...]
     args: tuple[Mapping[str, Any], ...] = ()
+    width: int = field(default=0, compare=False)  # derived from args
 
 
 @dataclass(frozen=True, slots=True)

@@ -11,7 +11,7 @@ import msgpack
 import numpy as np
 
 from openenv_gym.exceptions import LocalProtocolError, RemoteProtocolError
-from openenv_gym.protocol.batch.codec import decode_frame, encode_frame
+from openenv_gym.protocol.batch.codec import FrameBudgetError, decode_frame, encode_frame
 from openenv_gym.protocol.batch.columns import (
     columns_to_rows,
     encode_columns,
@@ -107,6 +107,43 @@ def _too_many_slots_early(
     return rid, str(_too_many_slots(op, count, max_slots))
 
 
+def _request_id_early(data: bytes | str, pending: Mapping[int, Any]) -> int | None:
+    """The id of a request whose first two keys are ``op`` (not hello) and ``id``, else None.
+
+    For refusing a frame that cannot be decoded whole (over the value budget) with its
+    id, so that the client's connection survives it (section 3.8). Nothing past those
+    two entries is read.
+    """
+    fields: dict[str, Any] = {}
+    try:
+        unpacker = msgpack.Unpacker(
+            io.BytesIO(data),  # type: ignore[arg-type]
+            raw=False,
+            max_buffer_size=len(data),
+            read_size=min(len(data), 4096),
+            max_str_len=64,
+            max_bin_len=0,
+            max_array_len=0,
+            max_map_len=0,
+            max_ext_len=0,
+        )
+        if unpacker.read_map_header() < 2:
+            return None
+        for _ in range(2):
+            key = unpacker.unpack()
+            if key not in ("op", "id") or key in fields:
+                return None
+            fields[key] = unpacker.unpack()
+    except Exception:  # not msgpack, not a map, other keys first
+        return None
+    name, rid = fields["op"], fields["id"]
+    if not isinstance(name, str) or OPS.get(name) in (None, Op.HELLO) or not is_uint(rid):
+        return None
+    if rid == 0 or rid > MAX_REQUEST_ID or rid in pending:
+        return None
+    return rid
+
+
 class BatchServer:
     """Server side of one batched connection.
 
@@ -141,6 +178,9 @@ class BatchServer:
             selected (:func:`version_of`). ``hello`` must list it.
         max_slots: Most slots one request may name (None: no limit); a larger request is
             refused whole with ``INVALID_REQUEST`` before any of it is looked at further.
+        max_values: Most values one frame may decode into (None: no limit); the decode
+            stops there, and the frame is refused (``INVALID_REQUEST`` with its id when its
+            first keys are ``op`` and ``id``, else ``INVALID_FRAME``).
     """
 
     def __init__(
@@ -148,12 +188,14 @@ class BatchServer:
         max_frame: int = DEFAULT_MAX_FRAME,
         version: int = PROTOCOL_VERSION,
         max_slots: int | None = None,
+        max_values: int | None = None,
     ) -> None:
         if version not in PROTOCOL_VERSIONS:
             raise LocalProtocolError(f"unknown protocol version {version}")
         self.max_frame = max_frame
         self.version = version
         self.max_slots = max_slots
+        self.max_values = max_values
         self.state = ConnectionState.NEW
         self._pending: dict[int, tuple[Op, tuple[int, ...]]] = {}
         self._busy: set[int] = set()
@@ -170,10 +212,16 @@ class BatchServer:
         rid: int | None = None
         code = FrameErrorCode.INVALID_FRAME
         try:
-            message = decode_frame(data, self.max_frame)
+            message = decode_frame(data, self.max_frame, self.max_values)
             code = FrameErrorCode.INVALID_REQUEST
             rid = self._request_id(message)
             event = self._parse(message, rid)
+        except FrameBudgetError as exc:  # refused with its id if it comes first
+            rid = _request_id_early(data, self._pending)
+            if rid is not None and (self.state, _RECEIVE_REQUEST) in _TABLE:
+                code = FrameErrorCode.INVALID_REQUEST
+            self._refuse(rid if code is FrameErrorCode.INVALID_REQUEST else None, code, str(exc))
+            return
         except RemoteProtocolError as exc:
             self._refuse(rid, code, str(exc))
             return
@@ -264,11 +312,13 @@ class BatchServer:
         if busy:
             raise RemoteProtocolError(f"slots {sorted(busy)} are in a request in flight")
         args: tuple[Mapping[str, Any], ...] = ()
+        width = 0
         if op in ARG_OPS and self.version >= 2 and "cols" in message:
             columns, numeric = parse_columns(
                 message["cols"], message.get("numeric", []), len(slots), "cols"
             )
             args = tuple(columns_to_rows(columns, numeric, len(slots)))
+            width = len(columns)
         elif op in ARG_OPS:
             raw = message.get("args")
             if not isinstance(raw, list) or len(raw) != len(slots):
@@ -276,7 +326,8 @@ class BatchServer:
             if not all(isinstance(a, dict) and all(isinstance(k, str) for k in a) for a in raw):
                 raise RemoteProtocolError(f"{op.value}: 'args' entries must be maps with str keys")
             args = tuple(raw)
-        return BatchRequestReceived(op, rid, slots, args)
+            width = max(map(len, raw))
+        return BatchRequestReceived(op, rid, slots, args, width)
 
     def send_hello(self, *, server: str, env: str, max_slots: int) -> None:
         """Answer the pending ``hello``. Next: :meth:`data_to_send`.

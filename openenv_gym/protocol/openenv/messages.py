@@ -11,6 +11,7 @@ use them are :mod:`~openenv_gym.protocol.openenv.client` and
 from __future__ import annotations
 
 import enum
+import itertools
 import json
 import math
 import reprlib
@@ -76,14 +77,109 @@ def code_ends_session(code: str) -> bool:
         return False
 
 
-_REPR = reprlib.Repr()
-_REPR.maxlevel = 3
-_REPR.maxstring = _REPR.maxother = 60
+class BoundedRepr(reprlib.Repr):
+    """:class:`reprlib.Repr` at a bounded cost: a dict's or set's first entries, unsorted.
+
+    reprlib sorts every key of a map before it shows its first few: a peer's map of a
+    million keys would cost seconds. Here the first entries are shown in their order.
+
+    Args:
+        maxstring: Longest string (and other value) shown, characters.
+    """
+
+    def __init__(self, maxstring: int = 60) -> None:
+        super().__init__()
+        self.maxlevel = 3
+        self.maxstring = self.maxother = maxstring
+
+    def repr_dict(self, x: dict[Any, Any], level: int) -> str:
+        if not x:
+            return "{}"
+        if level <= 0:
+            return "{" + self.fillvalue + "}"
+        pieces = [
+            f"{self.repr1(key, level - 1)}: {self.repr1(value, level - 1)}"
+            for key, value in itertools.islice(x.items(), self.maxdict)
+        ]
+        if len(x) > self.maxdict:
+            pieces.append(self.fillvalue)
+        return "{" + ", ".join(pieces) + "}"
+
+    def repr_set(self, x: set[Any], level: int) -> str:
+        return self._unordered(x, level, "{", "}") if x else "set()"
+
+    def repr_frozenset(self, x: frozenset[Any], level: int) -> str:
+        return self._unordered(x, level, "frozenset({", "})") if x else "frozenset()"
+
+    def _unordered(self, x: set[Any] | frozenset[Any], level: int, left: str, right: str) -> str:
+        if level <= 0:
+            return left + self.fillvalue + right
+        pieces = [self.repr1(item, level - 1) for item in itertools.islice(x, self.maxset)]
+        if len(x) > self.maxset:
+            pieces.append(self.fillvalue)
+        return left + ", ".join(pieces) + right
+
+
+_REPR = BoundedRepr(60)
+_SMALL_ITEMS = 32
+_SMALL_TEXT = 200
+_SMALL_DEPTH = 4
 
 
 def brief(value: Any) -> str:
-    """A short ``repr`` of untrusted data for error messages (bounded size and depth)."""
+    """A short ``repr`` of untrusted data for error messages (bounded size and depth).
+
+    >>> brief({"k" + str(i): i for i in range(10**6)})
+    "{'k0': 0, 'k1': 1, 'k2': 2, 'k3': 3, ...}"
+    """
     return _REPR.repr(value)
+
+
+def cut(value: Any) -> Any:
+    """``value`` if it is small, else its :func:`brief` repr: an error's echo of input.
+
+    Small: at most 32 items in all, 4 levels deep, strings and bytes of at most 200
+    characters. Deciding costs at most that much, however large ``value`` is.
+
+    >>> cut({"message": "hi"}), cut(list(range(100)))
+    ({'message': 'hi'}, '[0, 1, 2, 3, 4, 5, ...]')
+    """
+    return value if _is_small(value) else brief(value)
+
+
+def _is_small(value: Any) -> bool:
+    left = _SMALL_ITEMS
+    stack = [(value, 0)]
+    while stack:
+        item, depth = stack.pop()
+        if isinstance(item, str | bytes | bytearray):
+            if len(item) > _SMALL_TEXT:
+                return False
+        elif isinstance(item, dict | list | tuple) and item:
+            left -= len(item)
+            if left < 0 or depth >= _SMALL_DEPTH:
+                return False
+            entries = [*item, *item.values()] if isinstance(item, dict) else item
+            stack.extend((entry, depth + 1) for entry in entries)
+    return True
+
+
+MAX_ERRORS = 8
+"""Errors one ``VALIDATION_ERROR`` lists at most; an entry after them gives the count."""
+
+
+def more_errors(count: int, shown: int) -> dict[str, Any]:
+    """The ``errors`` entry that says how many more there are than shown.
+
+    >>> more_errors(1000, 8)["msg"]
+    '1000 errors in all: the first 8 are shown'
+    """
+    return {
+        "type": "too_many_errors",
+        "loc": [],
+        "msg": f"{count} errors in all: the first {shown} are shown",
+        "input": None,
+    }
 
 
 # --------------------------------------------------------------------------- requests
@@ -280,7 +376,7 @@ class BadRequest(RemoteProtocolError):
 
 def _error(kind: str, loc: str, msg: str, value: Any) -> dict[str, Any]:
     """One entry of a VALIDATION_ERROR's ``errors``, shaped like Pydantic's (no ``url``)."""
-    return {"type": kind, "loc": [loc], "msg": msg, "input": value}
+    return {"type": kind, "loc": [cut(loc)], "msg": msg, "input": cut(value)}
 
 
 _ALLOWED_KEYS = {
@@ -291,35 +387,90 @@ _ALLOWED_KEYS = {
 }
 
 
-def decode_request(data: str) -> Request:
+def count_values(text: str | bytes, limit: int | None = None) -> int:
+    """How many values a JSON text holds at most: its ``,``, ``[`` and ``{`` (plus one).
+
+    Counted at the speed of ``str.count``, before parsing; inside strings too, so it may
+    count more than there are. With a ``limit``, counting stops a slice past it (a text
+    dense with values is refused from its first mebibyte).
+
+    >>> count_values('{"a": [1, 2, 3], "b": {}}')
+    7
+    """
+    count: Any = text.count
+    marks = (",", "[", "{") if isinstance(text, str) else (b",", b"[", b"{")
+    total = 1
+    for start in range(0, len(text), _SLICE):
+        end = start + _SLICE
+        total += count(marks[0], start, end) + count(marks[1], start, end)
+        total += count(marks[2], start, end)
+        if limit is not None and total > limit:
+            break
+    return total
+
+
+_SLICE = 2**20
+
+
+def loads(text: str | bytes, max_values: int | None = None) -> Any:
+    """``json.loads`` within a budget of values (:func:`count_values`), checked first.
+
+    Raises:
+        ValueError: Not JSON, or more than ``max_values`` values (the message says which).
+        RecursionError: Nested deeper than the parser goes.
+    """
+    if (
+        max_values is not None
+        and len(text) > max_values
+        and count_values(text, max_values) > max_values
+    ):
+        raise ValueError(f"more than {max_values} values (this server's limit)")
+    return json.loads(text)
+
+
+def decode_request(data: str, max_values: int | None = None) -> Request:
     """Parse one client frame (server side) as an OpenEnv server validates it (section 2.6).
+
+    ``max_values``: refuse a frame holding more values (:func:`loads`) before parsing it.
 
     Raises:
         BadRequest: carrying the error frame to answer (session kept).
     """
     try:
-        message = json.loads(data)
-    except (ValueError, RecursionError) as exc:
+        message = loads(data, max_values)
+    except RecursionError as exc:
+        raise BadRequest(ErrorCode.INVALID_JSON, f"Invalid JSON: {exc}") from exc
+    except ValueError as exc:
         raise BadRequest(ErrorCode.INVALID_JSON, f"Invalid JSON: {exc}") from exc
     # OpenEnv ends the session with SESSION_ERROR on valid JSON that is not an object
     # (``list.get`` raises outside its message loop); we answer UNKNOWN_TYPE and go on.
     kind = message.get("type", "") if isinstance(message, dict) else ""
     if not isinstance(kind, str) or kind not in _ALLOWED_KEYS:
-        shown = kind if isinstance(kind, str) else brief(kind)
+        shown = kind if isinstance(kind, str) and len(kind) <= _SMALL_TEXT else brief(kind)
         raise BadRequest(ErrorCode.UNKNOWN_TYPE, f"Unknown message type: {shown}")
     # Pydantic's order: declared fields first, then every extra key in input order.
+    allowed = _ALLOWED_KEYS[kind]
     errors = []
     if kind == "step" and "data" not in message:
         errors.append(_error("missing", "data", "Field required", message))
     payload = message.get("data", {})
     if kind in ("reset", "step") and not isinstance(payload, dict):
         errors.append(_error("dict_type", "data", "Input should be a valid dictionary", payload))
+    fields, extra = len(errors), len(message) - sum(key in message for key in allowed)
     errors.extend(
-        _error("extra_forbidden", key, "Extra inputs are not permitted", value)
-        for key, value in message.items()
-        if key not in _ALLOWED_KEYS[kind]
+        itertools.islice(
+            (
+                _error("extra_forbidden", key, "Extra inputs are not permitted", value)
+                for key, value in message.items()
+                if key not in allowed
+            ),
+            MAX_ERRORS - fields,
+        )
     )
     if errors:
+        count = fields + extra
+        if count > len(errors):
+            errors.append(more_errors(count, len(errors)))
         raise BadRequest(ErrorCode.VALIDATION_ERROR, "Invalid message", errors=errors)
     if kind == "reset":
         return ResetRequest(payload)

@@ -73,11 +73,16 @@ class ServerSession:
 
     Any other pair is illegal: :class:`LocalProtocolError`, nothing changed.
 
+    Args:
+        max_values: Most values one frame may hold (``messages.loads``); a larger one is
+            answered ``INVALID_JSON`` before it is parsed. None: no limit.
+
     Attributes:
         state: The session's :class:`SessionState`.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, max_values: int | None = None) -> None:
+        self.max_values = max_values
         self.state = SessionState.IDLE
         self._request: Request | None = None
         self._outgoing: list[str] = []
@@ -117,7 +122,7 @@ class ServerSession:
             self._outgoing.append(frame)
             return
         try:
-            request = decode_request(data)
+            request = decode_request(data, self.max_values)
         except BadRequest as bad:
             try:
                 frame = _error_frame(bad.code, bad.message, bad.details)
