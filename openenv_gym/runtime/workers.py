@@ -206,7 +206,7 @@ class WorkerPool:
         target: dict[str, Any],
         max_workers: int = DEFAULT_MAX_WORKERS,
         *,
-        start_timeout: float = 120.0,
+        start_timeout: float = 600.0,
         close_timeout: float = 10.0,
         lease_timeout: float = 60.0,
     ) -> None:
@@ -278,7 +278,10 @@ class WorkerPool:
         try:
             frame = read_frame(self._control)
         except (OSError, ValueError, pickle.UnpicklingError) as exc:
-            raise WorkerError(f"the worker zygote did not answer: {exc}") from exc
+            raise WorkerError(
+                f"the worker zygote did not answer (within {self.start_timeout:g} s "
+                f"at start-up): {exc}"
+            ) from exc
         if frame is None:
             status = self._zygote.wait() if self._zygote is not None else None
             raise WorkerError(f"the worker zygote exited (status {status}) before answering")

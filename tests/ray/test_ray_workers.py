@@ -12,9 +12,12 @@ from pathlib import Path
 
 import gymnasium
 import psutil
+import pytest
 from ray_checks import TwoNodes, wait_until
 
 import openenv_gym  # noqa: F401 - registers the openenv/* ids
+
+pytestmark = [pytest.mark.ray, pytest.mark.integration, pytest.mark.timeout(240)]
 
 RUNTIME_TESTS = Path(__file__).resolve().parent.parent / "runtime"
 
