@@ -38,6 +38,7 @@ from websockets.typing import Subprotocol
 
 from openenv_gym.protocol.fragments import FragmentAssembler, FragmentError
 from openenv_gym.protocol.frames import frame_head, frame_header, small_frames, whole_data_frame
+from openenv_gym.protocol.upgrade import IDLE_TIMEOUT_HEADER, KEEPALIVE_HEADER
 from openenv_gym.runtime.interfaces import MESSAGE_HEAD, Channel, Limits, Socket
 
 try:
@@ -51,13 +52,6 @@ logger = logging.getLogger("openenv_gym.runtime")
 
 _HOLD_BYTES = 256 * 1024
 """Replies held for the one write at the end of a read, at most (bytes); then written."""
-KEEPALIVE_HEADER = "OpenEnv-Gym-Keepalive"
-"""A client that sends this request header with the value ``ping`` on its upgrade asks for
-its WebSocket pings to count as activity for the idle timeout (by default only messages
-do): a client whose process is alive then keeps its sessions through a long pause."""
-IDLE_TIMEOUT_HEADER = "OpenEnv-Gym-Idle-Timeout"
-"""Response header of an accepted upgrade: the server's idle timeout, seconds (or ``none``),
-so a client knows how often to ping."""
 _LINGER = 1.0
 """Seconds a connection we failed stays open, dropping what the peer sends (see _fail)."""
 FRAMES_PER_TURN = 64

@@ -29,6 +29,12 @@ from websockets.uri import parse_uri
 from openenv_gym._http import origin, redirect_headers
 from openenv_gym._version import __version__
 from openenv_gym.exceptions import AuthenticationError, ConnectError
+from openenv_gym.protocol.upgrade import (
+    IDLE_TIMEOUT_HEADER,
+    KEEPALIVE_HEADER,
+    KEEPALIVE_PING,
+    parse_idle_timeout,
+)
 from openenv_gym.transport.waiting import remaining
 
 __all__ = ["USER_AGENT", "HandshakeRefused", "Upgraded", "upgrade", "ws_url"]
@@ -63,6 +69,10 @@ class Upgraded:
         events: Frames parsed from bytes that came with the response (an error, a close).
         more: Whether any bytes came after the response (websockets may hold the start of
             a frame: it must parse what follows).
+        idle_timeout: The idle timeout the server announced, seconds, after which it
+            closes a connection that sent nothing; our pings count (we asked:
+            :data:`~openenv_gym.protocol.upgrade.KEEPALIVE_HEADER`). None: none, or not
+            announced (a server that does not count pings).
     """
 
     sock: socket.socket
@@ -70,6 +80,7 @@ class Upgraded:
     url: str
     events: list[Any]
     more: bool
+    idle_timeout: float | None = None
 
 
 def ws_url(base_url: str, path: str) -> str:
@@ -146,6 +157,7 @@ def _open_once(
     try:
         request = protocol.connect()
         request.headers["User-Agent"] = USER_AGENT
+        request.headers[KEEPALIVE_HEADER] = KEEPALIVE_PING  # our pings are activity
         for name, value in (headers or {}).items():
             if name in request.headers:
                 del request.headers[name]
@@ -177,7 +189,8 @@ def _open_once(
                 f"{url}: the server refused the WebSocket upgrade (HTTP {status})", status
             ) from problem
         raise ConnectError(f"cannot connect to {url}: {problem}") from problem
-    return Upgraded(sock, protocol, url, leftover, more)
+    idle = parse_idle_timeout(response.headers.get(IDLE_TIMEOUT_HEADER))
+    return Upgraded(sock, protocol, url, leftover, more, idle)
 
 
 def _redirected(named: str, url: str) -> str:

@@ -96,6 +96,11 @@ class WebSocket:
         lock: Held by the thread using the socket.
         failure: Why the connection is gone (a :class:`TransportError`), or None while it
             is open.
+        idle_timeout: Seconds the server lets the connection idle before it closes it,
+            counting our pings as activity (it said so on the upgrade); None: it did not
+            say (then only messages count, or it has no idle timeout).
+        keepalive_at: When :mod:`~openenv_gym.transport.keepalive` last pinged it
+            (``time.monotonic()``).
     """
 
     def __init__(self, sock: socket.socket, protocol: ClientProtocol, url: str) -> None:
@@ -106,7 +111,8 @@ class WebSocket:
         self.track_pongs = False
         self.lock = threading.RLock()
         self.failure: ConnectionLostError | RemoteProtocolError | None = None
-        self.last_used = time.monotonic()
+        self.idle_timeout: float | None = None  # the server's, when our pings count
+        self.keepalive_at = time.monotonic()  # our last keepalive ping (keepalive.py)
         self._proto = protocol
         self._out = bytearray()
         max_size = getattr(protocol, "max_message_size", None)
@@ -559,6 +565,7 @@ def open_websocket(
         max_size=max_size,
     )
     ws = WebSocket(opened.sock, opened.protocol, opened.url)
+    ws.idle_timeout = opened.idle_timeout
     if opened.more:  # websockets may have the start of a frame: it parses everything
         ws._plain_rx = False
     if opened.events:  # frames that came with the handshake response (an error, a close...)
