@@ -29,9 +29,6 @@ OpenEnv's: 422 with FastAPI's ``{"detail": [...]}`` for a body or action that do
 validate, the reply ``{"observation", "reward", "done", "metadata"}`` of openenv >= 0.4.
 Each call holds one of the server's ``max_sessions`` slots while it runs (503 when none is
 free); an exception in the environment is a 500 with its message.
-
-One cohesive concern, over 600 lines: OpenEnv's HTTP API as one route table and the
-handlers it names.
 """
 
 from __future__ import annotations

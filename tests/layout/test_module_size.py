@@ -26,7 +26,7 @@ BEING_SPLIT: dict[str, str] = {
 }
 """Modules over :data:`LIMIT` lines today, by path under openenv_gym/, and their split."""
 
-SIZE_NOTE_LEFT = {"runtime/httpapi.py"}
+SIZE_NOTE_LEFT: set[str] = set()
 """Modules under the limit whose docstring still carries the old size note (issue 24:
 removed by the splits of runtime/ and transport/); only shrinks, like BEING_SPLIT."""
 
