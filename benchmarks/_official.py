@@ -18,8 +18,10 @@ checkout), N and the variant:
 * ``our batch derived``: ``gymnasium.make_vec`` with ``DockerProvider(image=...)``: ONE
   container of the derived image, our runtime, the batched protocol.
 * ``in process``: the app's environment (recorded from its ``create_app``, as ``serve
-  --app`` does), N instances stepped with ``step_async`` one after the other in one process,
+  --app`` does), N instances stepped one after the other in one process,
   in a container of the derived image (the same Python and packages): the env's own cost.
+  As a server calls them: the class's own ``step_async`` / ``reset_async`` awaited, else
+  its ``step`` / ``reset``; ``reset`` given only the keyword arguments it takes.
 
 Every container gets the docker provider's limits (1 CPU, 1 GiB, 256 pids). A round is one
 step of every sub-env; a sub-env whose episode ended is reset instead (NEXT_STEP), and its
@@ -29,6 +31,7 @@ action list starts over. The actions are fixed per family (:data:`PLANS`).
 from __future__ import annotations
 
 import asyncio
+import inspect
 import json
 import os
 import socket
@@ -389,7 +392,7 @@ class InsideBench:
         self.loop = asyncio.new_event_loop()
         self.envs: list[Any] = []
         self.server_pids: list[int] = []
-        self.params: dict[str, Any] = {"stepped": "step_async, one instance after another"}
+        self.params: dict[str, Any] = {"stepped": "one instance after another, in process"}
 
     def setup(self) -> dict[str, Any]:
         from openenv_gym.runtime.apps import AppTarget, load_app
@@ -406,17 +409,38 @@ class InsideBench:
 
     async def _reset_all(self) -> None:
         for i, env in enumerate(self.envs):
-            await env.reset_async(seed=i)
+            await self._reset(env, seed=i)
+
+    @staticmethod
+    def _own(env: Any, name: str) -> bool:
+        """Whether the class has its own ``name`` (``step_async``), not OpenEnv's default."""
+        from openenv.core.env_server.interfaces import Environment
+
+        return getattr(type(env), name, None) is not getattr(Environment, name, None)
+
+    async def _reset(self, env: Any, **kwargs: Any) -> Any:
+        """As a server resets: only the kwargs ``reset`` takes (OpenSpiel's takes no seed);
+        the env's own ``reset_async`` awaited, else its ``reset`` called."""
+        takes = inspect.signature(env.reset).parameters
+        kwargs = {k: v for k, v in kwargs.items() if k in takes}
+        if self._own(env, "reset_async"):
+            return await env.reset_async(**kwargs)
+        return env.reset(**kwargs)
+
+    async def _step(self, env: Any, action: Any) -> Any:
+        if self._own(env, "step_async"):  # MCP envs: their tool calls are coroutines
+            return await env.step_async(action)
+        return env.step(action)
 
     async def _round(self) -> list[bool]:
         actions, turns, resetting = self.actions, self.turns.turn, self.turns.resetting
         done = []
         for i, env in enumerate(self.envs):
             if resetting[i]:
-                await env.reset_async()
+                await self._reset(env)
                 done.append(False)
             else:
-                obs = await env.step_async(actions[turns[i] % len(actions)])
+                obs = await self._step(env, actions[turns[i] % len(actions)])
                 done.append(bool(obs.done))
         return done
 
