@@ -23,7 +23,9 @@ checkout), N and the variant:
   As a server calls them: the class's own ``step_async`` / ``reset_async`` awaited, else
   its ``step`` / ``reset``; ``reset`` given only the keyword arguments it takes.
 
-Every container gets the docker provider's limits (1 CPU, 1 GiB, 256 pids). A round is one
+Every container gets the docker provider's limits (1 CPU, 1 GiB, 256 pids), but the derived
+container of a family not marked concurrent, whose sessions are worker processes: it gets the
+CPUs and memory of the native side's N containers (at most the machine's CPUs). A round is one
 step of every sub-env; a sub-env whose episode ended is reset instead (NEXT_STEP), and its
 action list starts over. The actions are fixed per family (:data:`PLANS`).
 """
@@ -340,10 +342,15 @@ class OursBench:
             self.provider = DockerProvider(
                 image=self.image, runtime="native", num_containers=k, max_sessions=sessions
             )
-        else:
+        else:  # the native side's budget: a family not marked concurrent gets K containers
+            k = min(containers_for(self.family, self.n), os.cpu_count() or 1)
             self.provider = DockerProvider(
-                image=self.image, runtime="openenv-gym", max_sessions=sessions
+                image=self.image,
+                runtime="openenv-gym",
+                max_sessions=sessions,
+                limits={"nano_cpus": k * 1_000_000_000, "mem_limit": f"{k}g"},
             )
+            self.params["cpus"] = k
         self.envs = gymnasium.make_vec(
             self.plan.env_id,
             num_envs=self.n,
