@@ -164,8 +164,10 @@ def _first_line(server: Server) -> str:
     assert server.proc.stdout is not None
     line = server.proc.stdout.readline().decode().strip()
     if not line:
+        server.proc.wait(10)  # it exited: all it wrote is in the file
+        err = server.stderr_text()
         server.stop()
-        raise AssertionError(f"{server.argv} printed nothing; stderr:\n{server.stderr_text()}")
+        raise AssertionError(f"{server.argv} printed nothing; stderr:\n{err}")
     return line
 
 
