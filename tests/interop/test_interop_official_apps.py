@@ -155,7 +155,8 @@ def _compare_batched_with_native(served: Served, env_id: str, name: str) -> None
                 if WIRE_METADATA or not served.family.mcp:
                     _same_row(obs_b, k, single_obs)
                 else:  # a tool server's text falls back to the metadata 0.3.x does not send
-                    _same_row({**obs_b, "text": None}, k, {**single_obs, "text": None})
+                    blank = (None,) * len(SEEDS)
+                    _same_row({**obs_b, "text": blank}, k, {**single_obs, "text": None})
                 assert float(rewards[k]) == pytest.approx(float(reward))
                 assert bool(terminated[k]) == done
                 if done:
