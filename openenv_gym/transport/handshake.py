@@ -37,13 +37,22 @@ from openenv_gym.protocol.upgrade import (
 )
 from openenv_gym.transport.waiting import remaining
 
-__all__ = ["USER_AGENT", "HandshakeRefused", "Upgraded", "upgrade", "ws_url"]
+__all__ = ["USER_AGENT", "HandshakeRefused", "NoAnswer", "Upgraded", "upgrade", "ws_url"]
 
 USER_AGENT = f"openenv-gym/{__version__}"
 """The ``User-Agent`` of every request the client sends."""
 
 _READ_SIZE = 256 * 1024
 _MAX_REDIRECTS = 3
+
+
+class NoAnswer(ConnectError):
+    """The connection failed or ended before the server answered the upgrade at all.
+
+    Refused, unreachable, reset, or closed without an HTTP response: nothing says whether
+    the server speaks the protocol asked for. (A timeout, a TLS failure or a bad URL is a
+    plain :class:`~openenv_gym.exceptions.ConnectError`.)
+    """
 
 
 class HandshakeRefused(ConnectError):
@@ -219,8 +228,10 @@ def _connect_socket(
             sock = context.wrap_socket(sock, server_hostname=host)
     except TimeoutError as exc:
         raise ConnectError(f"connecting to {url} timed out") from exc
-    except (OSError, ssl.SSLError, ValueError) as exc:
+    except (ssl.SSLError, ValueError) as exc:
         raise ConnectError(f"cannot connect to {url}: {exc}") from exc
+    except OSError as exc:  # refused, unreachable, reset: nothing answered
+        raise NoAnswer(f"cannot connect to {url}: {exc}") from exc
     return sock
 
 
@@ -281,7 +292,7 @@ def _send_all(sock: socket.socket, data: bytes, deadline: float | None, url: str
     except TimeoutError as exc:
         raise ConnectError(f"connecting to {url} timed out") from exc
     except OSError as exc:
-        raise ConnectError(f"cannot connect to {url}: {exc}") from exc
+        raise NoAnswer(f"cannot connect to {url}: {exc}") from exc
 
 
 def _read_response(
@@ -296,7 +307,7 @@ def _read_response(
         except TimeoutError as exc:
             raise ConnectError(f"connecting to {url} timed out") from exc
         except OSError as exc:
-            raise ConnectError(f"cannot connect to {url}: {exc}") from exc
+            raise NoAnswer(f"cannot connect to {url}: {exc}") from exc
         if data:
             protocol.receive_data(data)
             received += data
@@ -307,8 +318,10 @@ def _read_response(
             if isinstance(event, Response):
                 more = len(received) > received.find(b"\r\n\r\n") + 4  # no body after a 101
                 return event, events[k + 1 :], more
+        if not received:  # closed before a single byte of an answer
+            raise NoAnswer(f"{url} closed the connection during the handshake")
         failed = protocol.handshake_exc
         if failed is not None:  # not an HTTP response at all
             raise ConnectError(f"{url} did not answer with HTTP: {failed}") from failed
         if not data:
-            raise ConnectError(f"{url} closed the connection during the handshake")
+            raise NoAnswer(f"{url} closed the connection during the handshake")

@@ -23,12 +23,13 @@ from typing import Any
 import numpy as np
 
 from openenv_gym.config import Timeouts
-from openenv_gym.exceptions import EnvErrorGroup, OpenEnvGymError
+from openenv_gym.exceptions import ConnectError, EnvErrorGroup, OpenEnvGymError
 from openenv_gym.protocol import batch as bp
 from openenv_gym.protocol import openenv as op
-from openenv_gym.protocol.openenv import ObservationReceived
 from openenv_gym.transport.batch_connection import BatchConnection
 from openenv_gym.transport.connection import BatchUnsupportedError, JsonSession, error_of
+from openenv_gym.transport.handshake import NoAnswer
+from openenv_gym.transport.outcome import Args, Ids, Outcome, rows_of
 from openenv_gym.transport.raw import close_websockets
 from openenv_gym.transport.wire import WebSocket
 
@@ -48,103 +49,7 @@ __all__ = [
 
 logger = logging.getLogger("openenv_gym.transport")
 
-Args = Sequence[Mapping[str, Any]] | Mapping[str, Any] | None
-"""Per-request arguments: one map per sub-env, or a map of columns (field -> n entries)."""
-
-Ids = Sequence[int] | np.ndarray[Any, Any]
-"""Global sub-env indices of a request, in request order (a list or an int array)."""
-
 _OPS = {op_.value: op_ for op_ in bp.Op}
-
-
-def rows_of(
-    args: Args, n: int, numeric: frozenset[str] = frozenset()
-) -> Sequence[Mapping[str, Any]]:
-    """Per-sub-env maps from ``args`` in either form."""
-    if args is None:
-        return [{} for _ in range(n)]
-    if isinstance(args, Mapping):
-        return bp.columns_to_rows(args, numeric, n)
-    return list(args)
-
-
-@dataclass(slots=True)
-class Outcome:
-    """The results of one request on one shard, in request order, by column.
-
-    Attributes:
-        ids: Global sub-env indices, in request order.
-        op: ``"reset"``, ``"step"`` or ``"state"``.
-        columns: Observation field -> column (one entry per sub-env; a list, or an
-            ndarray whose first dimension is the sub-env), or None: see :attr:`rows`.
-        rows: One observation (or state) map per sub-env (None where it failed), when
-            the results did not come as columns.
-        numeric: ndarray columns that stand for JSON numbers.
-        rewards: float64, NaN where the server sent no reward (or the sub-env failed).
-        dones: bool.
-        meta_columns: Metadata key -> list, or None: see :attr:`meta_rows`.
-        meta_rows: One metadata map (or None) per sub-env, or None when none had any.
-        errors: Position in :attr:`ids` -> the exception that failed that sub-env.
-        failure: Set when the whole request failed (then every position is in errors).
-    """
-
-    ids: Ids
-    op: str
-    columns: dict[str, Any] | None = None
-    rows: list[dict[str, Any] | None] | None = None
-    numeric: frozenset[str] = frozenset()
-    rewards: np.ndarray[Any, np.dtype[np.float64]] = field(default_factory=lambda: np.zeros(0))
-    dones: np.ndarray[Any, np.dtype[np.bool_]] = field(
-        default_factory=lambda: np.zeros(0, dtype=bool)
-    )
-    meta_columns: dict[str, list[Any]] | None = None
-    meta_rows: list[dict[str, Any] | None] | None = None
-    errors: dict[int, BaseException] = field(default_factory=dict)
-    failure: BaseException | None = None
-
-    @classmethod
-    def failed(cls, ids: Ids, op_: str, error: BaseException) -> Outcome:
-        """Every sub-env of the request failed with ``error``."""
-        n = len(ids)
-        return cls(
-            ids,
-            op_,
-            rows=[None] * n,
-            rewards=np.full(n, math.nan),
-            dones=np.zeros(n, dtype=bool),
-            errors=dict.fromkeys(range(n), error),
-            failure=error,
-        )
-
-    def observation(self, k: int) -> dict[str, Any] | None:
-        """Position ``k``'s observation (or state) as a map; None if it failed."""
-        if k in self.errors:
-            return None
-        if self.columns is None:
-            assert self.rows is not None
-            return self.rows[k]
-        numeric = self.numeric
-        return {key: bp.column_value(col, k, key in numeric) for key, col in self.columns.items()}
-
-    def meta(self, k: int) -> dict[str, Any] | None:
-        """Position ``k``'s metadata, or None."""
-        if k in self.errors:
-            return None
-        if self.meta_columns is not None:
-            return {key: col[k] for key, col in self.meta_columns.items()} or None
-        return None if self.meta_rows is None else self.meta_rows[k]
-
-    def reward(self, k: int) -> float | None:
-        """Position ``k``'s reward as the server sent it (None: no reward)."""
-        value = float(self.rewards[k])
-        return None if value != value else value
-
-    def reply(self, k: int) -> ObservationReceived | None:
-        """Position ``k`` as one OpenEnv observation reply (None if it failed)."""
-        obs = self.observation(k)
-        if obs is None:
-            return None
-        return ObservationReceived(obs, self.reward(k), bool(self.dones[k]), self.meta(k))
 
 
 class Shard(abc.ABC):
@@ -582,8 +487,13 @@ def connect_shard(
     JSON sessions are opened side by side on a few threads (a remote server costs round
     trips per handshake).
 
+    With ``protocol="auto"``, a server that refuses the batched protocol's upgrade, or
+    hangs up on it without an answer, is tried with OpenEnv's JSON ``/ws``; errors say
+    which protocol they come from (``docs/protocol.md`` section 1.3).
+
     Raises:
         BatchUnsupportedError: ``protocol="batch"`` and the server does not speak it.
+        ConnectError: The server is unreachable (with ``"auto"``: by either protocol).
         EnvErrorGroup: Some sessions could not be opened (the others are closed).
     """
     if protocol != "json":
@@ -593,6 +503,14 @@ def connect_shard(
             if protocol == "batch":
                 raise
             logger.info("%s does not speak the batched protocol; using OpenEnv /ws", url)
+        except NoAnswer as unanswered:
+            if protocol == "batch":
+                raise
+            return _connect_json_instead(url, indices, timeouts, headers, unanswered)
+        except ConnectError as exc:
+            if protocol == "auto" and type(exc) is ConnectError:
+                raise ConnectError(f"{exc} {_AUTO_HINT}") from exc
+            raise
         else:
             try:
                 slots = list(range(len(indices)))
@@ -607,6 +525,34 @@ def connect_shard(
                 raise
             return BatchShard(url, indices, conn)
     return _connect_json(url, indices, timeouts, headers)
+
+
+_AUTO_HINT = (
+    "(protocol='auto' tries the batched protocol first; protocol='json' opens OpenEnv's "
+    "JSON /ws only)"
+)
+
+
+def _connect_json_instead(
+    url: str,
+    indices: list[int],
+    timeouts: Timeouts,
+    headers: Mapping[str, str] | None,
+    unanswered: NoAnswer,
+) -> JsonShard:
+    """``/batch`` got no answer at all: try ``/ws``; if that fails alike, say both."""
+    logger.info("%s: no answer to the batched protocol (%s); trying OpenEnv /ws", url, unanswered)
+    try:
+        return _connect_json(url, indices, timeouts, headers)
+    except EnvErrorGroup as group:
+        errors = list(group.errors.values())
+        if not all(isinstance(e, ConnectError) for e in errors):
+            raise
+        last = errors[0]
+        raise ConnectError(
+            f"{url}: no answer to either protocol: the batched protocol's upgrade "
+            f"({unanswered}), then OpenEnv's JSON /ws ({last})"
+        ) from (last.__cause__ or last)  # the OSError itself, as for one protocol
 
 
 def _connect_json(
