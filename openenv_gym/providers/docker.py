@@ -488,11 +488,12 @@ def gc(*, everything: bool = False, client: docker.DockerClient | None = None) -
     on this host; with ``everything=True`` every labelled container goes.
 
     Raises:
-        ProviderError: No ``docker`` package or no engine.
+        ProviderError: No ``docker`` package (the message says how to install it) or no
+            engine.
     """
+    client = client or docker_client()  # without the package: ProviderError with the hint
     import docker
 
-    client = client or docker_client()
     removed: list[str] = []
     host = socket.gethostname()
     try:

@@ -52,6 +52,23 @@ def test_a_missing_extra_prints_the_install_hint(package, argv, extra):
     assert f"pip install 'openenv-gym[{extra}]'" in lines[0]
 
 
+def test_gc_from_python_without_docker_says_how_to_install_it():
+    code = (
+        "import sys; sys.modules['docker'] = None\n"
+        "from openenv_gym.exceptions import ProviderError\n"
+        "from openenv_gym.providers.docker import gc\n"
+        "try:\n"
+        "    gc()\n"
+        "except ProviderError as exc:\n"
+        "    print(exc)\n"
+    )
+    proc = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=False
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert "pip install 'openenv-gym[docker]'" in proc.stdout
+
+
 @pytest.mark.parametrize("url", ["ftp://x", "file:///etc/passwd", "gopher://host:70"])
 def test_check_refuses_other_url_schemes(url, capsys):
     with pytest.raises(ConfigurationError, match="unsupported URL scheme"):
