@@ -171,35 +171,45 @@ def container_pids(ids: list[str]) -> list[int]:
 
 class NativeContainers:
     """K containers of an image's own server, started with the docker CLI (the OpenEnv
-    interpreter has no docker SDK), published on 127.0.0.1, with the provider's limits."""
+    interpreter has no docker SDK), published on 127.0.0.1, with the provider's limits.
+
+    ``sessions`` sessions in all: OpenEnv's server runs each in a thread of its own, so the
+    pid limit grows with them (256 threads would hit the provider's default of 256 pids).
+    """
 
     def __init__(self, image: str, count: int, sessions: int) -> None:
+        self.image, self.count, self.sessions = image, count, sessions
         self.ids: list[str] = []
         self.urls: list[str] = []
-        try:
-            for _ in range(count):
-                cid = _docker(
-                    "run", "-d", "-p", "127.0.0.1::8000", *LIMITS, *HARDENING, *_labels(),
-                    "-e", f"MAX_CONCURRENT_ENVS={sessions}", image,
-                )  # fmt: skip
-                self.ids.append(cid)
-                port = _docker("port", cid, "8000/tcp").splitlines()[0].rsplit(":", 1)[1]
-                self.urls.append(f"http://127.0.0.1:{port}")
-            for url in self.urls:
-                _wait_healthy(url, 300.0)
-        except BaseException:
-            self.close()
-            raise
+        self.closed = False
+
+    def start(self) -> None:
+        """Start them and wait until each answers ``/health`` (run in a thread)."""
+        pids = str(max(256, 64 + 2 * self.sessions))
+        limits = [*LIMITS[:-1], pids]
+        for _ in range(self.count):
+            if self.closed:
+                return
+            cid = _docker(
+                "run", "-d", "-p", "127.0.0.1::8000", *limits, *HARDENING, *_labels(),
+                "-e", f"MAX_CONCURRENT_ENVS={self.sessions}", self.image,
+            )  # fmt: skip
+            self.ids.append(cid)
+            port = _docker("port", cid, "8000/tcp").splitlines()[0].rsplit(":", 1)[1]
+            self.urls.append(f"http://127.0.0.1:{port}")
+        for url in self.urls:
+            _wait_healthy(url, 300.0, self)
 
     def close(self) -> None:
+        self.closed = True
         if self.ids:
             subprocess.run(["docker", "rm", "-f", *self.ids], capture_output=True, check=False)
             self.ids = []
 
 
-def _wait_healthy(url: str, timeout: float) -> None:
+def _wait_healthy(url: str, timeout: float, owner: NativeContainers) -> None:
     deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
+    while time.monotonic() < deadline and not owner.closed:
         try:
             with urllib.request.urlopen(f"{url}/health", timeout=2) as reply:
                 if reply.status == 200:
@@ -234,7 +244,9 @@ class OfficialClientBench:
         from openenv.core.generic_client import GenericEnvClient
 
         k = containers_for(self.family, self.n)
-        self.native = await asyncio.to_thread(NativeContainers, self.image, k, self.n + 8)
+        # made first, so that close() removes what a start cut short has started
+        self.native = NativeContainers(self.image, k, self.n + 8)
+        await asyncio.to_thread(self.native.start)
         urls = self.native.urls
         self.clients = [GenericEnvClient(base_url=urls[i % k]) for i in range(self.n)]
         for start in range(0, self.n, CONNECT_CHUNK):
@@ -339,8 +351,13 @@ class OursBench:
         sessions = max(self.n + 8, 16)
         if native:
             k = containers_for(self.family, self.n)
+            pids = max(256, 64 + 2 * sessions)  # OpenEnv's server: a thread per session
             self.provider = DockerProvider(
-                image=self.image, runtime="native", num_containers=k, max_sessions=sessions
+                image=self.image,
+                runtime="native",
+                num_containers=k,
+                max_sessions=sessions,
+                limits={"pids_limit": pids},
             )
         else:  # the native side's budget: a family not marked concurrent gets K containers
             k = min(containers_for(self.family, self.n), os.cpu_count() or 1)
