@@ -20,8 +20,9 @@ checkout), N and the variant:
 * ``in process``: the app's environment (recorded from its ``create_app``, as ``serve
   --app`` does), N instances stepped one after the other in one process,
   in a container of the derived image (the same Python and packages): the env's own cost.
-  As a server calls them: the class's own ``step_async`` / ``reset_async`` awaited, else
-  its ``step`` / ``reset``; ``reset`` given only the keyword arguments it takes.
+  As OpenEnv's server calls them: the class's own ``step_async`` / ``reset_async`` awaited,
+  else its ``step`` / ``reset``; ``reset`` given only the keyword arguments it takes; an MCP
+  env's client held connected (its ``mcp_session()`` entered) for the session's life.
 
 Every container gets the docker provider's limits (1 CPU, 1 GiB, 256 pids), but the derived
 container of a family not marked concurrent, whose sessions are worker processes: it gets the
@@ -427,9 +428,31 @@ class InsideBench:
         app, _ = load_app(target)
         self.actions = [app.action.model_validate(a) for a in self.plan.actions]
         self.envs = [app.env() for _ in range(self.n)]
+        self.loop.run_until_complete(self._hold_mcp_sessions())
         self.loop.run_until_complete(self._reset_all())
         self.params["env"] = app.name
         return {}
+
+    async def _hold_mcp_sessions(self) -> None:
+        """As OpenEnv's server does for a session's life: an MCP env's client stays
+        connected (its ``mcp_session()`` entered), so a tool call does not connect anew."""
+        self.closing = asyncio.Event()
+        self.holders: list[asyncio.Task[None]] = []
+        entered = []
+        for env in self.envs:
+            opener = getattr(env, "mcp_session", None)
+            if callable(opener) and getattr(env, "mcp_client", None) is not None:
+                future: asyncio.Future[None] = self.loop.create_future()
+                self.holders.append(self.loop.create_task(self._hold(opener, future)))
+                entered.append(future)
+        if entered:
+            await asyncio.gather(*entered)
+        self.params["mcp_sessions_held"] = len(entered)
+
+    async def _hold(self, opener: Any, entered: asyncio.Future[None]) -> None:
+        async with opener():  # one task enters and leaves it (anyio's cancel scopes)
+            entered.set_result(None)
+            await self.closing.wait()
 
     async def _reset_all(self) -> None:
         for i, env in enumerate(self.envs):
@@ -473,6 +496,10 @@ class InsideBench:
         return self.n
 
     def close(self) -> None:
+        holders = getattr(self, "holders", [])
+        if holders:
+            self.closing.set()
+            self.loop.run_until_complete(asyncio.gather(*holders, return_exceptions=True))
         for env in self.envs:
             close = getattr(env, "close", None)
             if close is not None:
