@@ -183,6 +183,16 @@ def in_thread(fn: Callable[[], Any]) -> concurrent.futures.Future[Any]:
     return future
 
 
+def assert_failed_columns(outcome: Outcome, op_: str, n: int) -> None:
+    """A failed request's outcome still says what it answers and has every column whole:
+    NaN rewards and ``False`` dones, one per sub-env, of the documented dtypes."""
+    assert outcome.op == op_
+    assert (outcome.rewards.dtype, outcome.rewards.shape) == (np.float64, (n,))
+    assert np.isnan(outcome.rewards).all()
+    assert (outcome.dones.dtype, outcome.dones.shape) == (np.bool_, (n,))
+    assert not outcome.dones.any()
+
+
 def hello(i: int) -> str:
     return f"hello-{i}"
 
@@ -457,6 +467,9 @@ def test_outcomes_hold_the_same_values_on_both_protocols(fleet, n, form):
         assert json_.columns is None  # JSON replies come as rows
         np.testing.assert_array_equal(batch.rewards, json_.rewards)
         np.testing.assert_array_equal(batch.dones, json_.dones)
+        for outcome in (batch, json_):  # the columns' documented types, whatever the values
+            assert (outcome.rewards.dtype, outcome.rewards.shape) == (np.float64, (n,))
+            assert (outcome.dones.dtype, outcome.dones.shape) == (np.bool_, (n,))
         assert batch.errors == json_.errors == {}
         for k in range(n):
             b, j = batch.reply(k), json_.reply(k)
@@ -555,6 +568,63 @@ def test_a_busy_sub_env_fails_alone(fleet):
         assert_echoed(Dispatcher.take(p), lambda i: f"slow-{i}")
 
 
+def test_a_busy_sub_env_does_not_hold_up_the_next_ones_of_its_request(fleet):
+    # JSON: position 0 is still busy with a slow step when a request for 0 and 1 comes;
+    # 0 fails at once, 1 is stepped and taken all the same
+    f = fleet(("json", 2), slow={0})
+    f.dispatcher.run(f.requests("reset"))
+    first = f.dispatcher.submit([Request(0, "step", [0], [0], [{"message": "slow-0"}])])
+    assert STEPPING.wait(SOON)
+    second = f.dispatcher.submit(
+        [Request(0, "step", [0, 1], [0, 1], [{"message": "again"}, {"message": "hi-1"}])]
+    )
+    SLEEP_RELEASE.set()
+    f.dispatcher.collect(first + second, timeout=SOON)
+    (outcome,) = (Dispatcher.take(p) for p in second)
+    assert set(outcome.errors) == {0}
+    reply = outcome.reply(1)
+    assert reply is not None
+    assert reply.observation["echoed_message"] == "hi-1"
+    assert_echoed(Dispatcher.take(first[0]), lambda i: "slow-0")
+
+
+class MarkedEcho(EchoEnvironment):
+    """Echo whose step ends the episode on a message starting with ``done`` and reports
+    metadata keyed by the message, so that slots differ (the per-slot metadata form)."""
+
+    step_batch = None  # type: ignore[assignment]  # one step() per slot, on both protocols
+
+    def step(self, action: EchoAction) -> EchoObservation:
+        echoed = super().step(action)
+        return EchoObservation(
+            echoed_message=echoed.echoed_message,
+            message_length=echoed.message_length,
+            reward=echoed.reward,
+            done=action.message.startswith("done"),
+            metadata={action.message: len(action.message)},
+        )
+
+
+@pytest.mark.parametrize("protocol", ["batch", "json"])
+def test_done_flags_and_each_sub_envs_metadata_come_through(env_server, protocol):
+    shard = connect_shard(env_server(MarkedEcho).url, [0, 1, 2], protocol, TIMEOUTS, None)
+    dispatcher = Dispatcher([shard])
+    try:
+        dispatcher.run([Request(0, "reset", [0, 1, 2], [0, 1, 2], None)])
+        messages = ["done-a", "b", "done-cc"]
+        args = [{"message": m} for m in messages]
+        (outcome,) = dispatcher.run([Request(0, "step", [0, 1, 2], [0, 1, 2], args)])
+        assert (outcome.dones.dtype, outcome.dones.tolist()) == (np.bool_, [True, False, True])
+        for k, message in enumerate(messages):
+            reply = outcome.reply(k)
+            assert reply is not None
+            assert reply.done is message.startswith("done")
+            assert reply.metadata == {message: len(message)}
+            assert outcome.meta(k) == {message: len(message)}
+    finally:
+        dispatcher.close()
+
+
 # ------------------------------------------------------------------------ interrupting
 
 
@@ -611,8 +681,7 @@ def test_server_killed_mid_collect_fails_only_its_sub_envs(fleet, protocol):
     assert all(isinstance(e, TransportError) for e in dead.errors.values())
     assert all(isinstance(e, ConnectionLostError) for e in dead.errors.values())
     assert [dead.reply(k) for k in range(3)] == [None] * 3
-    assert np.isnan(dead.rewards).all()
-    assert not dead.dones.any()
+    assert_failed_columns(dead, "step", 3)
 
     # the survivors keep working; the dead shard reports an error for each sub-env
     SLEEP_RELEASE.set()
@@ -630,6 +699,7 @@ def test_server_gone_between_steps_fails_only_its_sub_envs(fleet, protocol):
     outcomes = f.dispatcher.run(f.requests("step", hello))
     assert set(outcomes[0].errors) == {0, 1}
     assert all(isinstance(e, TransportError) for e in outcomes[0].errors.values())
+    assert_failed_columns(outcomes[0], "step", 2)
     assert_echoed(outcomes[1], hello)
     assert_echoed(outcomes[2], hello)
 
