@@ -5,7 +5,10 @@ from __future__ import annotations
 import importlib.util
 import subprocess
 import sys
+import xml.etree.ElementTree as ET
 from pathlib import Path
+
+import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 SCRIPT = ROOT / "scripts" / "check_junit.py"
@@ -88,3 +91,50 @@ def test_the_marker_on_the_command_line(tmp_path: Path) -> None:
     assert subprocess.run([*script, path], check=False).returncode == 1
     marked = [*script, "--allow-skip-marker", "gpu", path]
     assert subprocess.run(marked, check=False).returncode == 0
+
+
+pytest_plugins = ["pytester"]
+
+MARKED_AND_NOT = """
+import pytest
+from gpu_marker import cuda_available
+
+@pytest.mark.gpu
+def test_marked():
+    assert cuda_available()  # reached only where there is a GPU
+
+def test_unmarked():
+    pytest.skip("marker gpu: no CUDA GPU here")
+"""
+
+
+@pytest.fixture
+def gpu_probed() -> None:
+    """The plug-in's GPU probe made before ``pytester`` notes the loaded modules: an
+    in-process run drops what it imported, and torch cannot be imported twice."""
+    from gpu_marker import cuda_available
+
+    cuda_available()
+
+
+def test_the_gate_end_to_end_the_marker_decides_not_the_message(
+    gpu_probed: None, pytester: pytest.Pytester
+) -> None:
+    # a real pytest run with the gpu_marker plug-in: the marked test skips where there is no
+    # GPU (and runs where there is one), and its report carries the marker; a test that
+    # skips with the same message but no marker is refused
+    pytester.makepyfile(test_gate=MARKED_AND_NOT)
+    xml = pytester.path / "report.xml"
+    ran = pytester.runpytest(
+        "-p", "gpu_marker", "-o", "markers=gpu: a CUDA GPU", f"--junitxml={xml}"
+    )
+    outcomes = ran.parseoutcomes()
+    assert outcomes.get("skipped", 0) + outcomes.get("passed", 0) == 2
+    assert "failed" not in outcomes
+    why = check_junit.check(str(xml), allowed_markers=("gpu",))
+    assert why is not None
+    assert "test_gate::test_unmarked" in why
+    assert "test_marked" not in why
+    cases = {c.get("name"): c for c in ET.parse(xml).getroot().iter("testcase")}
+    assert check_junit._markers(cases["test_marked"]) == {"gpu"}
+    assert check_junit._markers(cases["test_unmarked"]) == set()

@@ -689,6 +689,7 @@ def test_server_killed_mid_collect_fails_only_its_sub_envs(fleet, protocol):
     assert_echoed(again[0], hello)
     assert_echoed(again[1], hello)
     assert set(again[2].errors) == {0, 1, 2}
+    assert_failed_columns(again[2], "step", 3)  # refused at once, the connection known gone
 
 
 @pytest.mark.parametrize("protocol", ["batch", "json"])
@@ -702,6 +703,9 @@ def test_server_gone_between_steps_fails_only_its_sub_envs(fleet, protocol):
     assert_failed_columns(outcomes[0], "step", 2)
     assert_echoed(outcomes[1], hello)
     assert_echoed(outcomes[2], hello)
+    # the next requests are refused at once (nothing sent), and still say what they answer
+    assert_failed_columns(f.dispatcher.run(f.requests("reset"))[0], "reset", 2)
+    assert_failed_columns(f.dispatcher.run(f.requests("step", hello))[0], "step", 2)
 
 
 def test_close_is_idempotent_after_interrupt(fleet):
