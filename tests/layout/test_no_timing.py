@@ -13,7 +13,9 @@ This module reads every ``.py`` file under ``tests/`` (the AST, not the text) an
   through assignments, containers the reading was appended to, attributes it was stored in,
   and functions that return it;
 * **a sleep** (``time.sleep``, ``asyncio.sleep``) that is not the pause of a polling loop
-  (a ``while`` loop that re-checks its condition: waiting for the event itself).
+  (a ``while`` loop that re-checks its condition: waiting for the event itself), and a
+  sleep in disguise: ``wait(...)`` on a ``threading.Event`` that nothing in the module
+  sets (``Event().wait(3)``, ``assert not paused.wait(3)``) can only ever time out.
 
 Some pauses are not synchronisation: a fake server that is slow on purpose, a child process
 that must stay alive until it is killed. Those are listed in :data:`ALLOWED`, each with why;
@@ -133,6 +135,11 @@ ALLOWED: dict[tuple[str, str, str], str] = {
         "sleep",
     ): "pacing: the pause must span idle timeouts; no other party is waited for",
     (
+        "faults/test_server_guards.py",
+        "test_a_pinging_client_keeps_its_session_through_a_long_pause",
+        "sleep",
+    ): "pacing: the pause must span three idle timeouts; no other party is waited for",
+    (
         "runtime/test_server_large_messages.py",
         "test_large_message_arrives_whole_however_its_bytes_are_cut",
         "sleep",
@@ -202,8 +209,46 @@ def _is_clock(node: ast.AST) -> bool:
     return isinstance(func, ast.Attribute | ast.Name)
 
 
-def _is_sleep(node: ast.AST) -> bool:
-    return isinstance(node, ast.Call) and _called_name(node) in SLEEPS
+def _is_sleep(node: ast.AST, never_set: frozenset[str] = frozenset()) -> bool:
+    if not isinstance(node, ast.Call):
+        return False
+    if _called_name(node) in SLEEPS:
+        return True
+    func = node.func
+    if not (isinstance(func, ast.Attribute) and func.attr == "wait"):
+        return False
+    waited = func.value  # ``Event().wait(t)``, or ``e.wait(t)`` for an e nothing sets
+    return (isinstance(waited, ast.Call) and _called_name(waited) == "Event") or (
+        isinstance(waited, ast.Name) and waited.id in never_set
+    )
+
+
+def _events_never_set(nodes: list[ast.AST]) -> frozenset[str]:
+    """Names bound to a new ``Event()`` in the module whose ``.set()`` is never called."""
+    events = {
+        target.id
+        for node in nodes
+        if isinstance(node, ast.Assign)
+        and isinstance(node.value, ast.Call)
+        and _called_name(node.value) == "Event"
+        for target in node.targets
+        if isinstance(target, ast.Name)
+    }
+    set_somewhere = {  # ``e.set()``, or ``e.set`` handed on (``Thread(target=e.set)``)
+        node.value.id
+        for node in nodes
+        if isinstance(node, ast.Attribute)
+        and node.attr == "set"
+        and isinstance(node.value, ast.Name)
+    }
+    passed = {  # handed to another function or stored: someone else may set it
+        arg.id
+        for node in nodes
+        if isinstance(node, ast.Call)
+        for arg in [*node.args, *(k.value for k in node.keywords)]
+        if isinstance(arg, ast.Name)
+    }
+    return frozenset(events - set_somewhere - passed)
 
 
 class _Taint:
@@ -312,6 +357,7 @@ class _Module:
         for node in self.nodes:
             if isinstance(node, ast.While) and id(node) not in self.in_loop:
                 self.in_loop.update(id(sub) for sub in ast.walk(node))
+        self.never_set = _events_never_set(self.nodes)
         self.imports = [
             (node.module, alias.name)
             for node in self.nodes
@@ -380,7 +426,7 @@ def check_module(module: _Module, rel: str, returning: set[str]) -> list[Finding
     taints: dict[str, _Taint] = {}
     for node in module.nodes:
         is_assert = isinstance(node, ast.Assert)
-        if not (is_assert or _is_sleep(node)) or id(node) in module.in_loop:
+        if not (is_assert or _is_sleep(node, module.never_set)) or id(node) in module.in_loop:
             continue
         name = module.scope_of(node.lineno)  # type: ignore[attr-defined]
         if not is_assert:
@@ -457,8 +503,14 @@ def test_every_allowed_pause_still_exists() -> None:
         ),
         ("import time\ndef f():\n    time.sleep(0.3)\n    assert x\n", "sleep"),
         ("import asyncio\nasync def f():\n    await asyncio.sleep(0.1)\n", "sleep"),
+        ("import threading\ndef f():\n    threading.Event().wait(2)\n", "sleep"),
+        (
+            "import threading\ndef f():\n    paused = threading.Event()\n"
+            "    assert not paused.wait(3.5)\n",
+            "sleep",
+        ),
     ],
-    ids=["direct", "elapsed", "list", "helper", "sleep", "asyncio-sleep"],
+    ids=["direct", "elapsed", "list", "helper", "sleep", "asyncio-sleep", "event", "unset"],
 )
 def test_the_checker_finds_what_it_forbids(source: str, kind: str) -> None:
     module = parse(source)
@@ -475,8 +527,12 @@ def test_the_checker_finds_what_it_forbids(source: str, kind: str) -> None:
         "    reply = sock.receive(soon())\n    assert reply == 1\n",
         "import time\ndef f(stats):\n    stats.append(time.perf_counter())\n"
         "    print(max(stats))\n    assert stats\n",
+        "import threading\ndef f():\n    done = threading.Event()\n"
+        "    threading.Thread(target=done.set).start()\n    assert done.wait(30)\n",
+        "import threading\ndef f(start):\n    ready = threading.Event()\n"
+        "    start(ready)\n    assert ready.wait(30)\n",
     ],
-    ids=["polling-loop", "deadline-argument", "printed-not-asserted"],
+    ids=["polling-loop", "deadline-argument", "printed-not-asserted", "event-set", "event-passed"],
 )
 def test_the_checker_lets_waits_and_measurements_be(source: str) -> None:
     module = parse(source)
