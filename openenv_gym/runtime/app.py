@@ -64,6 +64,8 @@ class EnvServer:
         config: Bind address, capacity and limits.
         models: Action / observation / state models; read from the class when omitted.
         name: Environment name for ``/metadata`` and ``hello``.
+        build_in_thread: Build instances off the event loop (None: unless the class says
+            ``REQUIRES_SINGLE_THREAD_EXECUTOR``; :class:`~openenv_gym.runtime.calls.EnvCalls`).
     """
 
     def __init__(
@@ -73,6 +75,7 @@ class EnvServer:
         *,
         models: EnvModels | None = None,
         name: str | None = None,
+        build_in_thread: bool | None = None,
     ) -> None:
         self.env_factory = env_factory
         self.config = config or ServerConfig()
@@ -80,7 +83,7 @@ class EnvServer:
         self.name: str = name or str(getattr(env_factory, "__name__", "env"))
         self.capacity = Capacity(self.config.max_sessions)
         """The live instances, over every endpoint."""
-        self.calls = EnvCalls(env_factory, self.models, self.name)
+        self.calls = EnvCalls(env_factory, self.models, self.name, build_in_thread=build_in_thread)
         """How the environment class is called."""
         self._server: WebSocketServer | None = None
         self._schema = json.dumps(
@@ -112,7 +115,7 @@ class EnvServer:
             acquire=lambda: capacity.acquire() == 1,
             release=capacity.release,
             active=lambda: capacity.active,
-            create=calls.create,
+            build=lambda: calls.build_one(capacity.release),
             validate_action=calls.action.validate_python,
             awaits=calls.awaits,
             max_values=self.config.max_values,
@@ -173,9 +176,12 @@ class EnvServer:
 
     async def aclose(self) -> None:
         """Stop accepting, close every connection (their instances close too)."""
-        if self._server is not None:
-            await self._server.close()
-        await self.http_api.aclose()
+        try:
+            if self._server is not None:
+                await self._server.close()
+            await self.http_api.aclose()
+        finally:
+            self.calls.close()
 
     # ------------------------------------------------------------------ HTTP
     def handle_http(self, request: HttpRequest) -> HttpResponse | Awaitable[HttpResponse]:

@@ -202,6 +202,11 @@ class BatchChannel:
                 await self._turn()
             calls.answer_table(self.conn, event, _merge_parts(parts))
             return
+        if event.op is bp.Op.OPEN and calls.builds_in_thread:
+            opened = await self._open_slots_off_loop(event.slots)
+            if not self._closed:
+                calls.answer_results(self.conn, event, opened)
+            return
         results: list[Any] = []
         for part in _chunks(event):
             results += self._run_batch(part)
@@ -246,21 +251,43 @@ class BatchChannel:
             return execution_error(exc)
 
     def _open_slots(self, wanted: tuple[int, ...]) -> list[bp.SlotResult | bp.SlotError | None]:
+        """``open``, its instances built here, on the loop (a class built on the loop)."""
+        results, todo = self._reserve(wanted)
+        return self._place(results, todo, self.calls.create_many(len(todo)))
+
+    async def _open_slots_off_loop(
+        self, wanted: tuple[int, ...]
+    ) -> list[bp.SlotResult | bp.SlotError | None]:
+        """``open``, its instances built off the loop (:meth:`EnvCalls.build`)."""
+        results, todo = self._reserve(wanted)
+        built = await self.calls.build(len(todo), self.capacity.release) if todo else []
+        return self._place(results, todo, built)
+
+    def _reserve(
+        self, wanted: tuple[int, ...]
+    ) -> tuple[list[bp.SlotResult | bp.SlotError | None], list[tuple[int, int]]]:
+        """Who may open: per slot, its refusal or None, and the slots to build.
+
+        A refusal: the slot is in use, or the connection or the server is at capacity. The
+        slots to build come as (position, slot), a slot of capacity held for each.
+        """
         slots, capacity = self.slots, self.capacity
+        limit = self.config.max_connection_slots
         results: list[bp.SlotResult | bp.SlotError | None] = []
+        todo: list[tuple[int, int]] = []
         for slot in wanted:
             if slot in slots:
                 results.append(
                     bp.SlotError(bp.SlotErrorCode.SLOT_IN_USE.value, f"slot {slot} is already open")
                 )
                 continue
-            if len(slots) >= self.config.max_connection_slots:
-                limit = self.config.max_connection_slots
+            opened = len(slots) + len(todo)
+            if opened >= limit:
                 results.append(
                     bp.SlotError(
                         op.ErrorCode.CAPACITY_REACHED.value,
-                        f"Connection at capacity: {len(slots)}/{limit} slots open.",
-                        {"open_slots": len(slots), "max_connection_slots": limit},
+                        f"Connection at capacity: {opened}/{limit} slots open.",
+                        {"open_slots": opened, "max_connection_slots": limit},
                     )
                 )
                 continue
@@ -273,17 +300,26 @@ class BatchChannel:
                     )
                 )
                 continue
-            try:
-                slots[slot] = self.calls.create()
-            except FactoryFailed as exc:
-                capacity.release()
-                results.append(
-                    bp.SlotError(
-                        op.ErrorCode.FACTORY_ERROR.value, str(exc), {"factory_name": exc.factory}
-                    )
-                )
-                continue
+            todo.append((len(results), slot))
             results.append(None)
+        return results, todo
+
+    def _place(
+        self,
+        results: list[bp.SlotResult | bp.SlotError | None],
+        todo: list[tuple[int, int]],
+        built: list[Any],
+    ) -> list[bp.SlotResult | bp.SlotError | None]:
+        """Open the built instances in their slots; a failed one frees its capacity."""
+        slots = self.slots
+        for (k, slot), env in zip(todo, built, strict=True):
+            if isinstance(env, FactoryFailed):
+                self.capacity.release()
+                results[k] = bp.SlotError(
+                    op.ErrorCode.FACTORY_ERROR.value, str(env), {"factory_name": env.factory}
+                )
+            else:
+                slots[slot] = env
         return results
 
     def on_close(self) -> None:

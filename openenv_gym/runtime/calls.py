@@ -1,7 +1,8 @@
 """Calling one environment class: instances made, actions validated, calls run, replies built.
 
 What both WebSocket channels and the HTTP API need of the class they host, in one place
-(:class:`EnvCalls`): making an instance, validating actions (one pydantic call for a whole
+(:class:`EnvCalls`): making instances (on a thread of their own, :meth:`EnvCalls.build`),
+validating actions (one pydantic call for a whole
 batched request), calling ``step`` / ``reset`` per slot, through the class's batched hooks
 (``step_batch`` / ``reset_batch``, ``docs/protocol.md`` section 3.9.6) or its own
 coroutines (``step_async`` / ``reset_async``), and turning what it returns into the wire's
@@ -12,6 +13,7 @@ capacity the instances share over every endpoint is :class:`Capacity`.
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import inspect
 import itertools
 import logging
@@ -35,8 +37,10 @@ from openenv_gym.runtime.errors import (
     wire_safe,
 )
 from openenv_gym.runtime.loader import EnvModels
+from openenv_gym.runtime.mcp import close_env
 
 __all__ = [
+    "BUILDER_THREADS",
     "Capacity",
     "EnvCalls",
     "EpisodeOutcome",
@@ -49,6 +53,10 @@ logger = logging.getLogger("openenv_gym.runtime")
 
 EpisodeOutcome = tuple[list[Any], ObservationBatch | None, list[int]]
 """What ``step`` / ``reset`` of a request gave (:meth:`EnvCalls.run_episode_op`)."""
+
+BUILDER_THREADS = 4
+"""Threads that build instances (:meth:`EnvCalls.build`): a server builds for this many
+connections at once; one request's instances are built one after another on one thread."""
 
 
 class Capacity:
@@ -99,16 +107,38 @@ def no_such_slot(slot: int) -> bp.SlotError:
 class EnvCalls:
     """How one environment class is called (see the module docstring).
 
+    Instances are built off the event loop, on a thread of the server's builder pool
+    (:data:`BUILDER_THREADS`), so a constructor that takes seconds (a corpus loaded, a
+    model read) never stalls the other connections; they are then called on the event
+    loop, as always. A class marked ``REQUIRES_SINGLE_THREAD_EXECUTOR`` (OpenEnv's flag for
+    libraries bound to the thread that made them) is built on the event loop instead, so
+    every call of every instance stays on one thread, as OpenEnv promises such a class.
+
     Args:
         env_factory: Zero-argument callable (usually the class) making one instance.
         models: Its action / observation / state models.
         name: The environment's name (in a ``FACTORY_ERROR``).
+        build_in_thread: Build instances on the builder pool (None: unless the class
+            says ``REQUIRES_SINGLE_THREAD_EXECUTOR``). False for a class whose
+            constructor is cheap and must run on the loop (a worker process's handle).
     """
 
-    def __init__(self, env_factory: Callable[[], Any], models: EnvModels, name: str) -> None:
+    def __init__(
+        self,
+        env_factory: Callable[[], Any],
+        models: EnvModels,
+        name: str,
+        *,
+        build_in_thread: bool | None = None,
+    ) -> None:
         self.env_factory = env_factory
         self.models = models
         self.name = name
+        if build_in_thread is None:
+            build_in_thread = not getattr(env_factory, "REQUIRES_SINGLE_THREAD_EXECUTOR", False)
+        self.builds_in_thread: bool = bool(build_in_thread)
+        """Whether instances are built on the builder pool (opening one is then awaited)."""
+        self._builder: concurrent.futures.ThreadPoolExecutor | None = None
         # a factory function has no reset to read: its first instance's class has
         self._reset_filter: _KwargsFilter | None = (
             _reset_kwargs_filter(env_factory) if hasattr(env_factory, "reset") else None
@@ -126,7 +156,7 @@ class EnvCalls:
             op_
             for op_, name in ((bp.Op.STEP, "step_async"), (bp.Op.RESET, "reset_async"))
             if self.awaits[name]
-        )
+        ) | ({bp.Op.OPEN} if self.builds_in_thread else set())
 
     def create(self) -> Any:
         """A new instance.
@@ -141,6 +171,56 @@ class EnvCalls:
         if self._reset_filter is None:
             self._reset_filter = _reset_kwargs_filter(type(env))
         return env
+
+    def create_many(self, count: int) -> list[Any]:
+        """``count`` new instances, made here: per instance, it or its :class:`FactoryFailed`."""
+        made: list[Any] = []
+        for _ in range(count):
+            try:
+                made.append(self.create())
+            except FactoryFailed as exc:
+                made.append(exc)
+        return made
+
+    async def build(self, count: int, release: Callable[[], None]) -> list[Any]:
+        """``count`` new instances, built off the event loop (see the class docstring).
+
+        The caller holds a slot of capacity for each. If it is cancelled meanwhile (its
+        connection closed), the instances are closed once built and ``release()`` is
+        called once for each: the slots stay held until then.
+
+        Returns:
+            Per instance, it or its :class:`FactoryFailed` (whose slot the caller frees).
+        """
+        if not self.builds_in_thread:
+            return self.create_many(count)
+        if self._builder is None:
+            self._builder = concurrent.futures.ThreadPoolExecutor(
+                BUILDER_THREADS, thread_name_prefix="openenv-gym-build"
+            )
+        pending = asyncio.get_running_loop().run_in_executor(self._builder, self.create_many, count)
+        try:
+            return await asyncio.shield(pending)
+        except asyncio.CancelledError:
+            pending.add_done_callback(lambda done: _abandon(done, count, release))
+            raise
+
+    async def build_one(self, release: Callable[[], None]) -> Any:
+        """One new instance (:meth:`build`).
+
+        Raises:
+            FactoryFailed: The factory raised (the caller frees the slot).
+        """
+        (made,) = await self.build(1, release)
+        if isinstance(made, FactoryFailed):
+            raise made
+        return made
+
+    def close(self) -> None:
+        """Stop the builder pool (builds under way finish on their thread). Idempotent."""
+        builder, self._builder = self._builder, None
+        if builder is not None:
+            builder.shutdown(wait=False, cancel_futures=True)
 
     def _keep(self, kwargs: Mapping[str, Any]) -> dict[str, Any]:
         """The ``reset`` kwargs the instances accept (all, before any instance exists)."""
@@ -225,7 +305,11 @@ class EnvCalls:
             conn.send_table(request, result_table(fixed, version=1))
 
     def awaits_op(self, op_: bp.Op) -> bool:
-        """Whether ``step`` / ``reset`` calls a coroutine of the class (never answered inline)."""
+        """Whether ``op`` is awaited (never answered inline).
+
+        ``step`` / ``reset`` when the class has its own coroutine, ``open`` when instances
+        are built off the loop.
+        """
         return op_ in self._awaited_ops
 
     def run_episode_op(
@@ -446,6 +530,16 @@ async def _run_async(
     for k, outcome in zip(ready, outcomes, strict=True):
         results[k] = outcome
     return results, None, ready
+
+
+def _abandon(done: asyncio.Future[list[Any]], count: int, release: Callable[[], None]) -> None:
+    """Close what a build made for a caller that is gone; free the slots it held."""
+    made = [] if done.cancelled() or done.exception() is not None else done.result()
+    for env in made:
+        if not isinstance(env, FactoryFailed):
+            close_env(env)
+    for _ in range(count):
+        release()
 
 
 def _step_one(env: Any, action: Any) -> Any:

@@ -93,7 +93,8 @@ class EnvHost:
         acquire: Reserve one instance slot; False at capacity.
         release: Free one slot.
         active: Slots in use.
-        create: Build one instance (raises if the factory fails).
+        build: Build one instance, off the loop where the class allows (raises
+            ``FactoryFailed`` if the factory fails; the caller frees the slot).
         validate_action: Validate one action dict into the action model.
         awaits: Per ``reset_async`` / ``step_async``: whether the class's own coroutine
             is called instead of ``reset`` / ``step``.
@@ -113,7 +114,7 @@ class EnvHost:
     acquire: Callable[[], bool]
     release: Callable[[], None]
     active: Callable[[], int]
-    create: Callable[[], Any]
+    build: Callable[[], Awaitable[Any]]
     validate_action: Callable[[Any], Any]
     awaits: Mapping[str, bool]
     max_values: int | None = None
@@ -456,36 +457,28 @@ class HttpApi:
     def _with_instance(
         self, call: Callable[[Any], Any], render: Callable[[Any], HttpResponse]
     ) -> HttpResponse | Awaitable[HttpResponse]:
-        """Build an instance, ``render(call(instance))``, close it; awaited if async."""
+        """Build an instance, ``render(call(instance))``, close it (awaited)."""
         host = self.host
         if not host.acquire():
             active, limit = host.active(), host.max_sessions
             return json_response(
                 503, {"detail": f"Server at capacity: {active}/{limit} sessions active."}
             )
+        return self._built(call, render)
+
+    async def _built(
+        self, call: Callable[[Any], Any], render: Callable[[Any], HttpResponse]
+    ) -> HttpResponse:
         try:
-            env = host.create()
+            env = await self.host.build()
         except Exception as exc:
-            host.release()
+            self.host.release()
             return json_response(500, {"detail": describe(exc)})
-        owned = True
         try:
             outcome = call(env)
             if inspect.isawaitable(outcome):
-                owned = False
-                return self._finish(env, outcome, render)
+                outcome = await outcome
             return render(outcome)
-        except Exception as exc:
-            return _execution_failed(exc)
-        finally:
-            if owned:
-                self._free(env)
-
-    async def _finish(
-        self, env: Any, pending: Awaitable[Any], render: Callable[[Any], HttpResponse]
-    ) -> HttpResponse:
-        try:
-            return render(await pending)
         except Exception as exc:
             return _execution_failed(exc)
         finally:

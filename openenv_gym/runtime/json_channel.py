@@ -2,7 +2,8 @@
 
 The JSON protocol's server end (:class:`~openenv_gym.protocol.openenv.ServerSession`) over
 one WebSocket: each request is answered as it arrives, or, when the environment's call is
-a coroutine, once it is done (later frames wait their turn). ``docs/protocol.md`` section 2.
+a coroutine, once it is done (later frames wait their turn, as they wait while the
+instance is built off the loop). ``docs/protocol.md`` section 2.
 """
 
 from __future__ import annotations
@@ -70,11 +71,32 @@ class JsonChannel:
             self._end()
             return
         self._held = True
+        if calls.builds_in_thread:
+            self._task = asyncio.get_running_loop().create_task(self._build())
+            return
         try:
             self.env = calls.create()
         except FactoryFailed as exc:
-            self.session.send_error(op.ErrorCode.FACTORY_ERROR, str(exc), factory_name=exc.factory)
-            self._end()
+            self._refuse(exc)
+
+    async def _build(self) -> None:
+        """Build the instance off the loop; then answer what came meanwhile."""
+        try:
+            env = await self.calls.build_one(self.capacity.release)
+        except FactoryFailed as exc:
+            self._task = None
+            self._refuse(exc)
+            return
+        except asyncio.CancelledError:
+            self._held = False  # the build frees the slot once its instance is closed
+            raise
+        self._task = None
+        self.env = env
+        self._drain()
+
+    def _refuse(self, exc: FactoryFailed) -> None:
+        self.session.send_error(op.ErrorCode.FACTORY_ERROR, str(exc), factory_name=exc.factory)
+        self._end()
 
     def on_invalid_text(self, data: bytes) -> None:
         """A text frame that is not UTF-8: answered ``INVALID_JSON``, the session kept."""
@@ -124,6 +146,10 @@ class JsonChannel:
         if self.env is None:
             return
         self._reply()
+        self._drain()
+
+    def _drain(self) -> None:
+        """Answer the frames that waited their turn, until one awaits again."""
         while self._backlog and self._task is None and self.env is not None:
             message = self._backlog.popleft()
             self._backlog_bytes -= len(message)
@@ -150,9 +176,14 @@ class JsonChannel:
             self.capacity.release()
 
     def on_close(self) -> None:
-        """The connection is gone: stop its call, close the instance, free its capacity."""
+        """The connection is gone: stop its call, close the instance, free its capacity.
+
+        An instance still being built is closed, and its slot freed, once it is built.
+        """
         if self._task is not None:
             self._task.cancel()
+            if self.env is None and self._borrowed is None:
+                self._held = False  # being built: the build frees the slot
         self._backlog.clear()
         self._free()
 

@@ -317,14 +317,14 @@ class McpEndpoint:
             session = self._session(session_id)
             self._touch(session)
             return await _run_mcp(session.env, op, held=True)
-        env = self._new_instance()
+        env = await self._new_instance()
         try:
             return await _run_mcp(env, op, held=False)
         finally:
             close_env(env)
             self.host.release()
 
-    def _new_instance(self) -> Any:
+    async def _new_instance(self) -> Any:
         """A new instance holding a slot; raises the -32000 failure at capacity."""
         host = self.host
         if not host.acquire():
@@ -335,7 +335,7 @@ class McpEndpoint:
                 {"active_sessions": active, "max_sessions": limit},
             )
         try:
-            return host.create()
+            return await host.build()
         except Exception as exc:
             host.release()
             factory = getattr(exc, "factory", host.name)
@@ -359,7 +359,7 @@ class McpEndpoint:
                 "or attach to one over /ws.",
                 {"open_sessions": len(self.sessions), "max_http_sessions": limit},
             )
-        env = self._new_instance()
+        env = await self._new_instance()
         session = _Session(str(uuid.uuid4()), env)
         opener = getattr(env, "mcp_session", None)
         if callable(opener) and getattr(env, "mcp_client", None) is not None:

@@ -156,6 +156,7 @@ def _in_workers(
             replace(config, max_sessions=min(config.max_sessions, max_workers)),
             models=models or resolve_models(factory),
             name=name,
+            build_in_thread=False,  # a handle: its worker builds the instance, not the loop
         )
     except BaseException:
         pool.close()
