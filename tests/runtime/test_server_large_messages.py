@@ -16,6 +16,7 @@ import time
 from typing import Any
 
 import pytest
+from openenv_gym_test_envs import PingEnv
 from websockets.frames import Frame, Opcode
 
 from openenv_gym.protocol.batch import SUBPROTOCOL, decode_frame, encode_frame
@@ -164,8 +165,18 @@ def test_frames_around_a_large_one_keep_their_order(env_server):
         assert [s for s in seen if isinstance(s, str)] == ["p1", "p2"]
 
 
+class _BuiltOnTheLoop(PingEnv):
+    """PingEnv built on the event loop: ``open`` is answered before the next frame is read.
+
+    (An instance built off the loop keeps its ``open``'s slots in flight until it exists,
+    and a request naming them meanwhile is refused: ``docs/protocol.md`` section 3.5.)
+    """
+
+    REQUIRES_SINGLE_THREAD_EXECUTOR = True
+
+
 def test_large_frame_sent_with_the_upgrade_request(env_server):
-    server = env_server()
+    server = env_server(_BuiltOnTheLoop)
     with upgrade(server.server.port, "/batch", HELLO, OPEN, step(2, BIG, "x")) as sock:
         assert reply(sock)["op"] == "hello"
         assert reply(sock)["op"] == "open"
