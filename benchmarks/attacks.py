@@ -339,7 +339,10 @@ def never_reading(port: int, path: str, frames: int, pid: int) -> dict[str, Any]
     else:
         sock = upgrade(port, "/batch", f"Sec-WebSocket-Protocol: {SUBPROTOCOL}")
         sock.sendall(masked(0x2, encode_frame({"op": "hello", "id": 0, "versions": [1]})))
+        read_frame(sock)
+        # the slot is in flight until open is answered (its instance is built off the loop)
         sock.sendall(masked(0x2, encode_frame({"op": "open", "id": 1, "slots": [0]})))
+        read_frame(sock)
         step = {"op": "step", "slots": [0], "args": [{"message": big}]}
         make = lambda k: masked(0x2, encode_frame({**step, "id": 2 + k}))  # noqa: E731
     rss = Rss(pid)

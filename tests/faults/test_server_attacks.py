@@ -608,7 +608,11 @@ def test_client_that_never_reads_is_paused_then_dropped_and_rss_stays_bounded(cl
     else:
         sock = raw_upgrade(port, "/batch", f"Sec-WebSocket-Protocol: {SUBPROTOCOL}")
         sock.sendall(masked(Opcode.BINARY, encode_frame({"op": "hello", "id": 0, "versions": [1]})))
+        assert decode_frame(read_frame(sock))["op"] == "hello"
+        # the slot is in flight until open is answered (its instance is built off the loop);
+        # only what comes after is never read
         sock.sendall(masked(Opcode.BINARY, encode_frame({"op": "open", "id": 1, "slots": [0]})))
+        assert decode_frame(read_frame(sock)) == {"op": "open", "id": 1}
         frames = (
             masked(
                 Opcode.BINARY,
