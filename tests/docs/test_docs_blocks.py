@@ -1,52 +1,40 @@
-"""The Python blocks of these docs pages run as written, one interpreter per page.
+"""The code blocks of the README and every docs page run, a page at a time, in page order.
 
-As for the README (:mod:`code_blocks`): blocks in order, later ones using what earlier ones
-made, URLs of servers the reader is assumed to run pointed at local servers of the env
-they name (:data:`SERVERS`). Each page runs in a fresh folder, its working directory, and
-with ``MINARI_DATASETS_PATH`` there (Minari writes under the home folder otherwise).
+The harness is tests/docs/code_blocks.py (the rules) and run_blocks.py (running them); this
+module runs the pages whose blocks need nothing beyond the main venv: ``plain``, ``trl``
+(marker trl) and ``docker`` (marker docker) programs. Ray pages run in
+tests/ray/test_docs_blocks_ray.py, OpenEnv ones in tests/interop/test_docs_blocks_openenv.py.
+The stand-in servers (and the tiny model) are shared by every page of the session.
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from code_blocks import REMOTE, blocks, run, script
+from code_blocks import Program, all_programs
+from run_blocks import Servers, run_program
 
-from openenv_gym.providers import LocalProvider
+pytestmark = [pytest.mark.integration, pytest.mark.timeout(900)]
 
-pytestmark = [pytest.mark.integration, pytest.mark.timeout(600)]
+MARKS = {"trl": pytest.mark.trl, "docker": pytest.mark.docker}
 
-PAGES = ["docs/recording.md", "docs/install.md", "docs/check.md"]
-"""Pages whose every Python block this test runs (the README: test_readme_blocks.py)."""
+PROGRAMS = [
+    pytest.param(program, id=program.name, marks=[MARKS[n] for n in program.needs if n in MARKS])
+    for program in all_programs(("plain", "trl", "docker"))
+]
 
-SERVERS = {**REMOTE, "http://127.0.0.1:8000": "wordle"}
-"""Servers the pages name, and the local server each stands for."""
 
-
-@pytest.mark.parametrize("page", PAGES)
-def test_the_python_blocks_of_a_page_run(
-    page: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    python = blocks(page, "python")
-    assert python, f"{page} has no Python block"
-    named = {u for block in python for u in block.remote_urls()} | {
-        u for block in python for u in SERVERS if u in block.code
-    }
-    unknown = named - set(SERVERS)
-    assert not unknown, f"{page} names {unknown}: add them to SERVERS"
-    monkeypatch.setenv("OPENENV_GYM_TOKEN", "docs-blocks")  # the local servers' token
-    monkeypatch.setenv("MINARI_DATASETS_PATH", str(tmp_path / "minari"))
-    providers: dict[str, LocalProvider] = {}
-    urls: dict[str, str] = {}
+@pytest.fixture(scope="module")
+def servers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Servers]:
+    made = Servers(tmp_path_factory.mktemp("docs-servers"))
     try:
-        for url in sorted(named):
-            env = SERVERS[url]
-            if env not in providers:
-                providers[env] = LocalProvider(env)
-            urls[url] = providers[env].start()[0]
-        result = run(script(python, urls, tmp_path), tmp_path, timeout=560)
+        yield made
     finally:
-        for provider in providers.values():
-            provider.close()
-    assert result.returncode == 0, f"{page}:\n{result.stderr[-4000:]}"
+        made.close()
+
+
+@pytest.mark.parametrize("program", PROGRAMS)
+def test_the_blocks_of_a_page_run(program: Program, servers: Servers, tmp_path: Path) -> None:
+    run_program(program, servers, tmp_path)
