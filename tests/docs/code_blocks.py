@@ -602,6 +602,16 @@ RULES: tuple[Rule, ...] = (
         runs=False,
     ),
     Rule(
+        "mutmut",
+        "plain",
+        "mutmut run/results/show: checked, not run (hours on two cores; docs/testing.md: by "
+        "hand, before a release): pyproject.toml configures it and each selection names a "
+        "module, class and method it mutates",
+        lambda c: _program(c) == "mutmut",
+        "mutmut",
+        runs=False,
+    ),
+    Rule(
         "scripts/run",
         "plain",
         "bash scripts/run ARGS: what the script runs after setting up its venv (its example, "

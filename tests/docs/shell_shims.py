@@ -269,7 +269,8 @@ def _declared() -> set[str]:
             names.add(canonicalize_name(Requirement(text).name))
         except InvalidRequirement:
             continue
-    return names
+    tools = tomllib.loads((ROOT / "pyproject.toml").read_text()).get("tool", {})
+    return names | {canonicalize_name(tool) for tool in tools}  # a tool it configures
 
 
 def _wheel_name() -> str:
@@ -438,6 +439,46 @@ def suite(text: str, shown: list[str]) -> None:
         raise Refused(f"scripts/wheel-smoke does not run {text!r}")
 
 
+def mutmut(text: str, shown: list[str]) -> None:
+    """``mutmut run|results|show``: not run (hours on two cores; by hand, before a release):
+    pyproject.toml configures it, and each selection names a module it mutates (and, for a
+    method, ``module.xǁClassǁmethod*``, a class and method that module defines)."""
+    _env, argv = _split(text)
+    tools = tomllib.loads((ROOT / "pyproject.toml").read_text()).get("tool", {})
+    config = tools.get("mutmut")
+    if config is None:
+        raise Refused("pyproject.toml has no [tool.mutmut]")
+    if argv[1:2] not in (["run"], ["results"], ["show"], ["browse"]):
+        raise Refused(f"mutmut has no command {argv[1:2]}")
+    if argv[1] != "run":
+        return
+    words, patterns = argv[2:], []
+    while words:
+        word = words.pop(0)
+        if word == "--max-children":
+            words.pop(0)
+        elif not word.startswith("-"):
+            patterns.append(word)
+    for pattern in patterns:
+        parts = pattern.split(".")
+        found = [
+            k
+            for k in range(len(parts), 0, -1)
+            if "/".join(parts[:k]) + ".py" in config["only_mutate"]
+        ]
+        if not found:
+            raise Refused(f"{pattern} names no module of [tool.mutmut] only_mutate")
+        module = ROOT / ("/".join(parts[: found[0]]) + ".py")
+        rest = ".".join(parts[found[0] :])
+        if rest.startswith("xǁ"):
+            cls, method = rest.split("ǁ")[1:3]
+            source = module.read_text()
+            if not re.search(rf"^class {re.escape(cls)}\b", source, re.M):
+                raise Refused(f"{module.name} defines no class {cls}")
+            if not re.search(rf"def {re.escape(method.rstrip('*'))}", source):
+                raise Refused(f"{module.name} defines no method {method}")
+
+
 def _manifests() -> list[dict[str, object]]:
     found = []
     for path in sorted((ROOT / "deploy").rglob("*.yaml")):
@@ -491,6 +532,7 @@ SHIMS: dict[str, Callable[[str, list[str]], None]] = {
     "docker-push": docker_push,
     "serve": serve,
     "example": example,
+    "mutmut": mutmut,
     "scripts-run": scripts_run,
     "git-clone": git_clone,
     "pip": pip,

@@ -163,6 +163,10 @@ def test_the_checking_rules_refuse_what_is_not_there(tmp_path: Path) -> None:
     assert _shim("example", "python examples/no_such_example.py --smoke") == 1
     assert _shim("example", "python examples/trl_wordle_grpo.py --smoke --rollout x") == 1
     assert _shim("scripts-run", "bash scripts/run") == 0
+    assert _shim("mutmut", 'mutmut run --max-children 1 "openenv_gym.replies.*"') == 0
+    assert _shim("mutmut", 'mutmut run "openenv_gym.cli.*"') == 1  # not mutated
+    assert _shim("mutmut", 'mutmut run "openenv_gym.env.xǁOpenEnvEnvǁ_no_such*"') == 1
+    assert _shim("pip", "pip install 'mutmut==3.8.1'") == 0  # pyproject.toml configures it
     assert _shim("run", "python -c 'print(1)'", "2") == 1
     assert _shim("run", "python -c 'print(1)'", "1") == 0
     assert _shim("run", "python -c 'import sys; sys.exit(\"x: error: y\")'", "x: error: y") == 0
