@@ -385,11 +385,12 @@ def run_program(program: Program, servers: Servers, folder: Path, timeout: float
     env = block_env(folder, program.suite, servers, hosts=uses_pods)
     checkout = _checkout(program, folder)
     session: PythonSession | None = None
+    if "docker" in program.needs:
+        sys.path.insert(0, str(ROOT / "tests" / "docker"))  # docker_support
     if any(
         b.lang == "python" and re.search(r"""provider=["']docker["']""", b.code)
         for b in program.steps
     ):
-        sys.path.insert(0, str(ROOT / "tests" / "docker"))
         servers.our_images()  # the docker provider's default image
     tags = _tags(program)
     timings: list[tuple[str, float]] = []
@@ -443,6 +444,21 @@ def run_program(program: Program, servers: Servers, folder: Path, timeout: float
         ends = [t for _, t in timings[1:]] + [time.monotonic()]
         for (where, started), ended in zip(timings, ends, strict=True):
             print(f"{ended - started:7.1f} s  {where}")  # shown by pytest -rP
+    if "docker" in program.needs and session is not None:
+        _no_containers_left(program, session.process.pid)
+
+
+def _no_containers_left(program: Program, pid: int) -> None:
+    """The containers the page's interpreter started ended with it (they are labelled with
+    its pid); any left are removed, and the test fails."""
+    from docker_support import ours
+
+    from openenv_gym.providers.docker import docker_client
+
+    left = ours(docker_client(), owner=pid)
+    for container in left:
+        container.remove(force=True)
+    assert not left, f"{program.name}: containers left behind: {[c.short_id for c in left]}"
 
 
 def _tags(program: Program) -> list[str]:
