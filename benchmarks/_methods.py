@@ -9,7 +9,9 @@ the raw msgpack/WebSocket ceiling, ``shard`` OpenEnvVectorEnv over K servers of 
 env, ``open`` the time to open N sessions on a running server, ``tool`` one Wordle tool call
 through our TRL integration (``environment_factory``), ``rollout`` the env side of one GRPO
 batch of N Wordle games through either TRL integration path (``environment_factory`` tools,
-or ``Lockstep`` as ``vector_rollout_func`` drives it). Method ``c`` and the official-client
+or ``Lockstep`` as ``vector_rollout_func`` drives it), ``aio`` the asyncio API
+(``openenv_gym.aio.make_vec``; variant ``single``: one ``openenv_gym.aio.make`` session).
+Method ``c`` and the official-client
 rows of ``tool`` run under the OpenEnv interpreter: ``_openenv_side.py``.
 
 Every worker speaks the line protocol of :mod:`_harness` on stdin/stdout.
@@ -460,6 +462,107 @@ class LockstepRolloutBench(RolloutBench):
             self.envs.close()
 
 
+class AioVectorBench:
+    """aio: ``await openenv_gym.aio.make_vec("openenv/...", num_envs=N, protocol="batch")``.
+
+    The asyncio vector env, on the worker's asyncio loop; one round is one ``await
+    envs.step(...)`` of N sub-envs, exactly as (a) steps the sync one (its local server
+    from a :class:`LocalProvider`, NEXT_STEP autoreset).
+    """
+
+    def __init__(self, env: str, n: int) -> None:
+        self.env, self.n = env, n
+        self.plan = ActionPlan(env, n)
+        self.provider = LocalProvider(env)
+        self.envs: Any = None
+        self.server_pids: list[int] = []
+        self.params: dict[str, Any] = {
+            "client_loop": "asyncio (the caller's loop: openenv_gym.aio)",
+            "server_loop": OUR_LOOPS["server_loop"],
+            "protocol": "batch",
+            "autoreset": "next_step",
+        }
+
+    async def setup(self) -> dict[str, Any]:
+        import openenv_gym.aio
+
+        self.envs = await openenv_gym.aio.make_vec(
+            ENV_IDS[self.env], num_envs=self.n, protocol="batch", provider=self.provider
+        )
+        self.server_pids = self.provider.pids
+        self.params["protocols"] = list(self.envs.protocols)
+        await self.envs.reset(seed=RESET_SEED)
+        return {}
+
+    async def round(self) -> int:
+        _, _, terminations, truncations, _ = await self.envs.step(tuple(self.plan.texts()))
+        if self.plan.wordle:
+            self.plan.update(_done(terminations, truncations))
+        return self.n
+
+    async def close(self) -> None:
+        if self.envs is not None:
+            await self.envs.close()
+        self.provider.close()
+
+
+class AioSingleBench:
+    """aio ``single``: one ``await openenv_gym.aio.make("openenv/...", protocol="batch")``.
+
+    One asyncio session (N=1); one round is one ``await env.step(...)``, or the reset of an
+    ended episode (counted as an env-step, as every step method counts it).
+    """
+
+    def __init__(self, env: str) -> None:
+        self.env = env
+        self.plan = ActionPlan(env, 1)
+        self.provider = LocalProvider(env)
+        self.envs: Any = None
+        self.done = False
+        self.server_pids: list[int] = []
+        self.params: dict[str, Any] = {
+            "client_loop": "asyncio (the caller's loop: openenv_gym.aio)",
+            "server_loop": OUR_LOOPS["server_loop"],
+            "protocol": "batch",
+            "client": "openenv_gym.aio.make: one AsyncOpenEnvEnv",
+        }
+
+    async def setup(self) -> dict[str, Any]:
+        import openenv_gym.aio
+
+        self.envs = await openenv_gym.aio.make(
+            ENV_IDS[self.env], protocol="batch", provider=self.provider
+        )
+        self.server_pids = self.provider.pids
+        await self.envs.reset(seed=RESET_SEED)
+        return {}
+
+    async def round(self) -> int:
+        if self.done:
+            await self.envs.reset()
+            self.done = False
+            self.plan.update([True])
+            return 1
+        _, _, terminated, truncated, _ = await self.envs.step(self.plan.texts()[0])
+        self.done = bool(terminated or truncated)
+        if not self.done:
+            self.plan.update([False])
+        return 1
+
+    async def close(self) -> None:
+        if self.envs is not None:
+            await self.envs.close()
+        self.provider.close()
+
+
+def make_aio_bench(spec: dict[str, Any]) -> Any:
+    """The bench of one cell of method ``aio`` (variant ``single``: one session)."""
+    env, n = spec.get("env", "echo"), spec["n"]
+    if spec.get("variant") == "single":
+        return AioSingleBench(env)
+    return AioVectorBench(env, n)
+
+
 def make_bench(spec: dict[str, Any]) -> Any:
     """The bench of one cell: ``spec`` has ``method``, ``env``, ``n`` and the method's options."""
     method, env, n = spec["method"], spec.get("env", "echo"), spec["n"]
@@ -499,10 +602,25 @@ def main() -> None:
     parser.add_argument(
         "--method",
         required=True,
-        choices=["a", "b", "d", "e", "f", "shard", "open", "docker", "ray", "tool", "rollout"],
+        choices=[
+            "a",
+            "b",
+            "d",
+            "e",
+            "f",
+            "shard",
+            "open",
+            "docker",
+            "ray",
+            "tool",
+            "rollout",
+            "aio",
+        ],
     )
     args = parser.parse_args()
-    if args.method == "f":
+    if args.method == "aio":
+        run_async_worker(make_aio_bench)
+    elif args.method == "f":
         from _raw_ceiling import RawCeilingBench, have_uvloop
 
         run_async_worker(lambda spec: RawCeilingBench(spec["n"]), use_uvloop=have_uvloop())

@@ -31,6 +31,7 @@ METHODS: dict[str, str] = {
     "tool": "one Wordle tool call: TRL environment_factory vs official client",
     "rollout": "env side of one GRPO batch of N Wordle games: TRL tools vs lockstep",
     "official": "upstream OpenEnv envs: official client, ours over native and derived images",
+    "aio": "asyncio API: AsyncOpenEnvVectorEnv (single: one AsyncOpenEnvEnv)",
 }
 
 TOOL_ROWS = {
@@ -138,11 +139,12 @@ def markdown(rows: Sequence[dict[str, Any]], *, title: str = "", notes: Sequence
             "| client MB | server MB | other CPU max |",
             "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
         ]
-        for key in sorted(step_keys, key=lambda k: (k[1], k[2], _order(k[0]))):
+        for key in sorted(step_keys, key=lambda k: (k[1], k[2], _order(k[0]), k[3])):
             s = summary[key]
-            method, env, n, _ = key
+            method, env, n, variant = key
+            name = f"{method} {variant}".strip()
             lines.append(
-                f"| {method} | {env} | {n} | {_num(s['steps_per_s'])} | {_num(s['p50_ms'], 3)} "
+                f"| {name} | {env} | {n} | {_num(s['steps_per_s'])} | {_num(s['p50_ms'], 3)} "
                 f"| {_num(s['p99_ms'], 3)} | {_num(s['client_cpu_us_per_step'], 1)} "
                 f"| {_num(s['server_cpu_us_per_step'], 1)} | {_num(s['client_rss_mb'])} "
                 f"| {_num(s['server_rss_mb'])} | {s['other_cpu_max']:.2f} |"
@@ -288,8 +290,8 @@ def ratio_lines(
             return "n/a (not measured in this run)"
         return f"{top / bottom:.2f}x ({_num(top)} / {_num(bottom)} steps/s)"
 
-    def p50(method: str, env: str, n: int) -> float | None:
-        return (summary.get((method, env, n, "")) or {}).get("p50_ms")
+    def p50(method: str, env: str, n: int, variant: str = "") -> float | None:
+        return (summary.get((method, env, n, variant)) or {}).get("p50_ms")
 
     def latency(top: float | None, bottom: float | None) -> str:
         if top is None or bottom is None or bottom == 0:
@@ -354,6 +356,14 @@ def ratio_lines(
         out.append(
             f"rollout env time N={n}, lockstep / tools: env-steps/s {ratio_text(top, bottom)}, "
             f"batch p50 {top['p50_ms']:.1f} / {bottom['p50_ms']:.1f} ms"
+        )
+    out.append(
+        f"(aio)/(a) wordle N=256: {ratio(sps('aio', 'wordle', 256), sps('a', 'wordle', 256))}"
+    )
+    for env in ("echo", "wordle"):
+        out.append(
+            f"p50 N=1 {env}, (aio single)/(c): "
+            + latency(p50("aio", env, 1, "single"), p50("c", env, 1))
         )
     for env, n in sorted({(k[1], k[2]) for k in summary if k[0] == "ray"}):
         for servers in (1, 2):

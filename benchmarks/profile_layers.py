@@ -28,7 +28,7 @@ import psutil
 LAYERS = (  # (substring of the innermost frame's file, layer); first match wins
     ("openenv_gym/protocol/", "protocol (msgpack frames, columns)"),
     ("openenv_gym/transport/", "transport (sockets, dispatcher)"),
-    ("openenv_gym/vector.py", "vector env (bookkeeping, arrays)"),
+    ("openenv_gym/vector/", "vector env (bookkeeping, arrays)"),
     ("openenv_gym/infos.py", "infos"),
     ("openenv_gym/spaces/", "codecs (actions, observations)"),
     ("openenv_gym/runtime/http.py", "server connection layer"),

@@ -11,8 +11,9 @@ protocol, (b) the same over OpenEnv's JSON /ws, (c) the official OpenEnv async c
 (d) gymnasium AsyncVectorEnv of our single env, (e) SyncVectorEnv of the env logic in
 process, (f) the raw msgpack-over-WebSocket ceiling; plus ``shard`` (a CPU-bound env over
 1 vs 2 servers), ``open`` (time to open N Wordle sessions on a running server),
-``tool`` (one Wordle tool call through our TRL integration vs the official client) and
-``rollout`` (the env side of one GRPO batch of N Wordle games: TRL tools vs lockstep).
+``tool`` (one Wordle tool call through our TRL integration vs the official client),
+``rollout`` (the env side of one GRPO batch of N Wordle games: TRL tools vs lockstep) and
+``aio`` (the asyncio API: ``openenv_gym.aio.make_vec``, and one ``aio.make`` session at N=1).
 
 Each method runs in its own worker process, which speaks the small line protocol of
 ``_harness.py`` and opens each cell (env, N) afresh; this runner samples the CPU time of the
@@ -94,11 +95,11 @@ ROW_KEYS = (
 )
 """Every row has exactly these keys (``None`` where a metric does not apply)."""
 
-ALL_METHODS = ("a", "b", "c", "d", "e", "f", "shard", "open", "tool", "rollout")
+ALL_METHODS = ("a", "b", "c", "d", "e", "f", "shard", "open", "tool", "rollout", "aio")
 # only when asked for: docker needs a Docker engine and the images; ray a loopback-only
 # network namespace to start its two-node cluster in
 OPTIONAL_METHODS = ("docker", "ray", "official")
-STEP_METHODS = ("a", "b", "c", "d", "e")
+STEP_METHODS = ("a", "b", "c", "d", "e", "aio")
 OPENENV_METHODS = ("c", "tool", "official")  # need the OpenEnv interpreter (its official rows)
 TOOL_VARIANTS = ("trl batch", "trl json", "official our-server", "official openenv-server")
 """Method tool: our TRL tool env over each protocol, the official sync client on each server."""
@@ -137,7 +138,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         "--methods",
         type=_csv(str),
         default=list(ALL_METHODS),
-        help="a,b,c,d,e,f,shard,open,tool,rollout (and docker, ray: opt-in)",
+        help="a,b,c,d,e,f,shard,open,tool,rollout,aio (and docker, ray: opt-in)",
     )
     p.add_argument("--repeats", type=int, default=None, help="measurements per cell (default 3)")
     p.add_argument("--duration", type=float, default=None, help="timed seconds each (default 3)")
@@ -658,6 +659,8 @@ def plan(
                     continue
                 options = {"context": args.async_context} if method == "d" else {}
                 cells.append(Cell(method, env, n, options=options))
+                if method == "aio" and n == 1:  # the asyncio single env, next to (c) N=1
+                    cells.append(Cell("aio", env, 1, "single", options={"variant": "single"}))
         if "f" in methods:
             cells.append(Cell("f", "raw", n))
     if "d" in methods and any(n > args.async_max_n for n in args.n):

@@ -27,6 +27,7 @@ from openenv_gym.exceptions import (
     TransportError,
     UsageError,
 )
+from openenv_gym.making import make, make_vec
 from openenv_gym.registry import register_environment, register_envs
 from openenv_gym.vector import OpenEnvVectorEnv
 
@@ -51,6 +52,8 @@ __all__ = [
     "TransportError",
     "UsageError",
     "__version__",
+    "make",
+    "make_vec",
     "register_environment",
     "register_envs",
 ]

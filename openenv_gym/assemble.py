@@ -28,12 +28,14 @@ from typing import Any, Generic, TypeVar, cast, overload
 
 from gymnasium.envs.registration import EnvSpec
 
+from openenv_gym import envs
 from openenv_gym._http import get_json, http_base, post_json, with_token
 from openenv_gym.config import OnServerLoss, Timeouts, check_count
 from openenv_gym.exceptions import (
     ArgumentTypeError,
     ConfigurationError,
     ConnectError,
+    OpenEnvGymError,
     RemoteProtocolError,
     ServerError,
 )
@@ -68,8 +70,10 @@ __all__ = [
     "list_tools",
     "local_server",
     "marked_spec",
+    "reconnect",
     "render_modes",
     "serves_seeded",
+    "wrong_id_hint",
 ]
 
 # the set-up logs where it did when it lived in env.py (docs/logging.md)
@@ -215,6 +219,55 @@ def assemble(recipe: Recipe, connect: Connect[C] | None = None) -> Started | Ass
         provider.close()
         raise
     return Assembly(provider, urls, seeded, tokens, headers, codec, connection)
+
+
+def reconnect(
+    provider: Provider,
+    index: int,
+    url: str,
+    connect: Callable[[str], C],
+    *,
+    restart_hung: bool = True,
+) -> tuple[str, C]:
+    """After a lost connection to server ``index`` (at ``url``): its new URL and connection.
+
+    The one recovery of every env (``on_server_loss="restart"``): the server is started
+    again if it is gone; if it runs but does not answer (hung) or refuses, it is
+    restarted and connected again, unless ``restart_hung`` is False (after a timeout: a
+    server that is merely slow is not restarted). Blocking.
+
+    Raises:
+        ProviderError: The server is gone and its provider cannot start it again.
+        OpenEnvGymError: The new connection failed.
+    """
+    url = url if provider.alive(index) else provider.restart(index)
+    try:
+        return url, connect(url)
+    except OpenEnvGymError:  # it runs but does not answer (hung), or refuses
+        if not restart_hung:
+            raise
+        url = provider.restart(index)
+        return url, connect(url)
+
+
+def wrong_id_hint(recipe: Recipe, seeded: bool, url: str) -> str | None:
+    """What to add to an error that may mean the server is not the env asked for.
+
+    For a known env (``openenv/Wordle-v0``...) on a server we did not start: its server
+    refusing our actions, or replies our codec cannot read, usually mean the id does not
+    match the server. None where the env is ours to start, or spaces are the caller's or
+    the server's own (a codec, ``openenv/Generic-v0``).
+    """
+    if recipe.codec is not None or seeded:
+        return None
+    record = envs.environment(recipe.env.lower())
+    if record is None:
+        return None
+    return (
+        f"(is {url} a {record.name} server? {record.env_id} speaks {record.name}'s actions "
+        "and observations; for any other OpenEnv server use openenv/Generic-v0, whose "
+        "spaces come from the server's /schema)"
+    )
 
 
 # ------------------------------------------------------------------ checks (no I/O)

@@ -44,7 +44,7 @@ once, at the transport or protocol boundary, with ``raise ... from exc``::
     ├── ProviderError                        a server could not be started or stopped
     │   └── UnsupportedImageError            an image cannot be served by our runtime
     │                                        (DockerProvider(runtime="openenv-gym"))
-    └── EnvErrorGroup                        several sub-envs of a vector env failed;
+    └── EnvErrorGroup (ExceptionGroup)       several sub-envs of a vector env failed;
                                              ``errors`` maps env index -> error
 
 A timeout is fatal for its session: OpenEnv replies carry no request id, so a late reply
@@ -63,8 +63,8 @@ what :class:`~openenv_gym.vector.OpenEnvVectorEnv` raises::
 from __future__ import annotations
 
 import multiprocessing
-from collections.abc import Mapping
-from typing import Any
+from collections.abc import Mapping, Sequence
+from typing import Any, cast
 
 import gymnasium.error
 
@@ -342,8 +342,13 @@ class UnsupportedImageError(ProviderError):
     """
 
 
-class EnvErrorGroup(OpenEnvGymError):
+class EnvErrorGroup(OpenEnvGymError, ExceptionGroup):
     """Several sub-environments of a vector env failed in one call.
+
+    Also an ``ExceptionGroup`` of those errors (in index order), so ``except*`` picks
+    them by type (``except* InvalidActionError as group: ...``); what it hands over is
+    an :class:`EnvErrorGroup` of the errors that matched, their indices and the same
+    ``results``.
 
     Attributes:
         errors: Env index -> the exception raised for that sub-env, in index order.
@@ -352,16 +357,43 @@ class EnvErrorGroup(OpenEnvGymError):
             transition is lost. Empty where the call has no per-env results.
     """
 
+    errors: dict[int, Exception]
+    results: dict[int, tuple[Any, ...]]
+    _summary: str
+
+    def __new__(
+        cls,
+        message: str,
+        errors: Mapping[int, BaseException],
+        results: Mapping[int, tuple[Any, ...]] | None = None,
+    ) -> EnvErrorGroup:
+        """The group, its message ending with each failure (``env i: error``)."""
+        ordered = cast(dict[int, Exception], dict(sorted(errors.items())))
+        lines = "; ".join(f"env {i}: {exc}" for i, exc in ordered.items())
+        self = super().__new__(cls, f"{message}: {lines}", list(ordered.values()))
+        self.errors = ordered
+        self.results = dict(sorted((results or {}).items()))
+        self._summary = message
+        return self
+
     def __init__(
         self,
         message: str,
         errors: Mapping[int, BaseException],
         results: Mapping[int, tuple[Any, ...]] | None = None,
     ) -> None:
-        self.errors: dict[int, BaseException] = dict(sorted(errors.items()))
-        self.results: dict[int, tuple[Any, ...]] = dict(sorted((results or {}).items()))
-        lines = "; ".join(f"env {i}: {exc}" for i, exc in self.errors.items())
-        super().__init__(f"{message}: {lines}")
+        super().__init__(self.message, list(self.errors.values()))
+
+    def __str__(self) -> str:
+        return self.message
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (type(self), (self._summary, self.errors, self.results))
+
+    def derive(self, excs: Sequence[Exception]) -> EnvErrorGroup:  # type: ignore[override]
+        """The group of ``excs`` (some of this one's errors), for ``except*`` and ``split``."""
+        kept = {i: e for i, e in self.errors.items() if any(e is x for x in excs)}
+        return EnvErrorGroup(self._summary, kept, self.results)
 
     @property
     def env_indices(self) -> list[int]:

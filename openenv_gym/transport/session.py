@@ -25,9 +25,9 @@ from openenv_gym.protocol import batch as bp
 from openenv_gym.protocol.openenv import ObservationReceived
 from openenv_gym.transport.batch_connection import BatchConnection
 from openenv_gym.transport.connection import JsonSession, error_of
-from openenv_gym.transport.shards import BatchShard, JsonShard, connect_shard
+from openenv_gym.transport.shards import BatchShard, JsonShard, Shard, connect_shard
 
-__all__ = ["Protocol", "Session", "open_session", "resolve_protocol"]
+__all__ = ["Protocol", "Session", "open_session", "resolve_protocol", "session_of"]
 
 logger = logging.getLogger("openenv_gym.transport")
 
@@ -141,10 +141,22 @@ def _connect(
         shard = connect_shard(base_url, [0], protocol, timeouts, headers)
     except EnvErrorGroup as group:  # one session: raise its own error, cause kept
         raise group.errors[0]  # noqa: B904 - ``from`` would replace its own __cause__
+    return _impl_of(shard)
+
+
+def _impl_of(shard: Shard) -> JsonSession | _BatchSlot:
     if isinstance(shard, BatchShard):
         return _BatchSlot(shard.conn, 0)
     assert isinstance(shard, JsonShard)
     return shard.sessions[0]
+
+
+def session_of(shard: Shard) -> Session:
+    """The :class:`Session` of the first sub-env of ``shard`` (sharing its connection).
+
+    The single env drives its shard through it: one blocking call per request.
+    """
+    return Session(_impl_of(shard), shard.url)
 
 
 class Session:

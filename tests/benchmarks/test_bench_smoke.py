@@ -63,7 +63,7 @@ def smoke(tmp_path_factory: pytest.TempPathFactory) -> tuple[list[dict], Path]:
             str(RUN),
             "--smoke",
             "--methods",
-            "a,b,e,f,tool,rollout",
+            "a,b,e,f,tool,rollout,aio",
             "--out-dir",
             str(out),
         ],
@@ -91,7 +91,13 @@ KIND = {"tool": "tool", "rollout": "rollout"}
 def test_one_row_per_measurement(smoke: tuple[list[dict], Path]) -> None:
     rows, _ = smoke
     cells = {(r["method"], r["env"], r["N"], r["variant"]) for r in rows}
-    expected = {(m, env, n, "") for m in "abe" for env in ("echo", "wordle") for n in (1, 16)}
+    expected = {
+        (m, env, n, "")
+        for m in ("a", "b", "e", "aio")
+        for env in ("echo", "wordle")
+        for n in (1, 16)
+    }
+    expected |= {("aio", env, 1, "single") for env in ("echo", "wordle")}
     expected |= {("f", "raw", 1, ""), ("f", "raw", 16, "")} | TOOL_OURS | ROLLOUT
     assert expected <= cells <= expected | TOOL_OFFICIAL
     assert cells - expected in (set(), TOOL_OFFICIAL)
@@ -142,6 +148,7 @@ def test_markdown_report_written(smoke: tuple[list[dict], Path]) -> None:
     assert "### echo: env-steps/s (median)" in report
     assert "### Targets" in report
     assert "(a)/(f) echo N=256" in report
+    assert "p50 N=1 wordle, (aio single)/(c)" in report
     assert "### Tool-call round trip" in report
     assert "tool call, trl batch / official" in report or "official-client rows skipped" in report
     assert "### Rollout env time" in report

@@ -9,10 +9,11 @@ the step timeout, then resumed with SIGCONT, as the issue's attack did:
   env is broken and must be closed (a ``UsageError``), never the stale timeout again;
 * ``close()`` returns within about a second while a server is still stopped.
 
+The single env (one sub-env of the same engine) does the same.
+
 The transport side (a timed-out connection is dropped, a shard replaced without waiting
 on a frozen server, one close deadline for every socket) is in ``openenv_gym.transport``;
-the facade side of the first two is wired by the stepping engine (``vector/``): until
-then they are expected to fail (``xfail``, strict, so the marker goes once they pass).
+the facade side of the first two is the stepping engine's (``openenv_gym/vector/``).
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ import pytest
 from fault_support import counter_servers, detected, no_leftovers  # noqa: F401
 from openenv_gym_vector_envs import SPEC, counter_codec
 
+from openenv_gym.env import OpenEnvEnv
 from openenv_gym.exceptions import EnvErrorGroup, RequestTimeoutError, UsageError
 from openenv_gym.vector import OpenEnvVectorEnv
 
@@ -40,10 +42,6 @@ pytestmark = [
 STEP_TIMEOUT = 2.0
 N = 8
 FROZEN = np.arange(N // 2)  # the sub-envs of server 0 (split_evenly: 0..3 on server 0)
-ENGINE = pytest.mark.xfail(
-    reason="the stepping engine (vector/) wires timeouts to on_server_loss (issue 22, 5)",
-    strict=True,
-)
 
 
 @pytest.fixture(params=["batch", "json"])
@@ -84,11 +82,22 @@ def frozen(pid: int, resume_after: float | None = None) -> Iterator[None]:
             os.kill(pid, signal.SIGCONT)
 
 
-def _server(envs: OpenEnvVectorEnv, k: int) -> int:
+def _single(protocol: str, on_server_loss: str) -> OpenEnvEnv:
+    env = OpenEnvEnv(
+        SPEC,
+        codec=counter_codec(),
+        protocol=protocol,
+        on_server_loss=on_server_loss,
+        timeouts={"step": STEP_TIMEOUT},
+    )
+    env.reset(seed=0, options={"episode_length": 1000})
+    return env
+
+
+def _server(envs: OpenEnvVectorEnv | OpenEnvEnv, k: int) -> int:
     return envs._provider.pids[k]  # type: ignore[attr-defined,no-any-return]
 
 
-@ENGINE
 def test_restart_steps_on_with_the_frozen_servers_sub_envs_truncated(protocol: str) -> None:
     envs = _vector(protocol, "restart")
     try:
@@ -101,12 +110,12 @@ def test_restart_steps_on_with_the_frozen_servers_sub_envs_truncated(protocol: s
         for _ in range(3):  # autoreset of the truncated ones, then steps as usual
             obs, _, terminated, truncated, _ = envs.step(np.ones(N, dtype=np.int64))
             assert not (terminated | truncated).any()
-        assert (np.asarray(obs)[N // 2 :] == 4).all()  # untouched: 1, 2, 3, 4
+        # untouched: sub-env i was reset to seed 0 + i, then stepped four times
+        assert np.asarray(obs)[N // 2 :].tolist() == [i + 4 for i in range(N // 2, N)]
     finally:
         envs.close()
 
 
-@ENGINE
 def test_raise_says_the_env_is_broken_after_a_timeout(protocol: str) -> None:
     envs = _vector(protocol, "raise")
     try:
@@ -120,6 +129,35 @@ def test_raise_says_the_env_is_broken_after_a_timeout(protocol: str) -> None:
             assert not isinstance(later.value, TimeoutError)
     finally:
         envs.close()
+
+
+def test_single_env_restart_reconnects_to_the_same_server(protocol: str) -> None:
+    env = _single(protocol, "restart")
+    try:
+        pid = _server(env, 0)
+        with frozen(pid, resume_after=STEP_TIMEOUT * 1.5):
+            obs, _, terminated, truncated, info = env.step(1)
+        assert (int(obs), terminated, truncated) == (0, False, True)  # the last observation
+        assert info["server_lost"] is True
+        assert _server(env, 0) == pid  # reconnected, never restarted
+        env.reset(seed=7)
+        obs, *_ = env.step(1)
+        assert int(obs) == 8
+    finally:
+        env.close()
+
+
+def test_single_env_raise_says_the_env_is_broken_after_a_timeout(protocol: str) -> None:
+    env = _single(protocol, "raise")
+    try:
+        with frozen(_server(env, 0)), pytest.raises(RequestTimeoutError):
+            env.step(1)
+        for call in (lambda: env.step(1), lambda: env.reset(seed=1)):
+            with pytest.raises(UsageError, match="close") as later:
+                call()
+            assert not isinstance(later.value, TimeoutError)
+    finally:
+        env.close()
 
 
 @pytest.mark.parametrize("after_a_timeout", [False, True], ids=["idle", "timed-out"])

@@ -206,7 +206,8 @@ def test_bad_method_arguments_raise_typed_errors(servers):
         envs.step(("a", "b"))  # nothing was left pending
     url, token = servers["echo"]
     with OpenEnvEnv("echo", base_url=url, token=token) as env:
-        with pytest.raises(ArgumentTypeError, match="seed must be an integer or None"):
+        # one seed rule for every env (issue 25, item 3): tests/gym/test_seeds_and_errors.py
+        with pytest.raises(ArgumentTypeError, match="seed must be a non-negative integer"):
             env.reset(seed="7")
         with pytest.raises(ArgumentTypeError, match="options must be a dict or None"):
             env.reset(options=5)
@@ -307,11 +308,17 @@ def test_string_options_are_literal_types_listing_what_is_accepted():
     assert set(typing.get_args(Placement)) == set(PLACEMENTS)
     for name in typing.get_args(AutoresetModeName):
         assert isinstance(parse_autoreset_mode(name), AutoresetMode)
+
+    def option_hints(cls: type) -> dict[str, object]:
+        # the options are defined once, in the TypedDict of ``**options: Unpack[...]``
+        (options,) = typing.get_args(typing.get_type_hints(cls.__init__)["options"])
+        return typing.get_type_hints(options)
+
     for cls in (OpenEnvEnv, OpenEnvVectorEnv):
-        hints = typing.get_type_hints(cls.__init__)
+        hints = option_hints(cls)
         assert hints["protocol"] == ProtocolName | None
         assert hints["on_server_loss"] == OnServerLoss
-    hints = typing.get_type_hints(OpenEnvVectorEnv.__init__)
+    hints = option_hints(OpenEnvVectorEnv)
     assert hints["autoreset_mode"] == AutoresetMode | AutoresetModeName
     assert typing.get_type_hints(RayProvider.__init__)["placement"] == Placement | None
 

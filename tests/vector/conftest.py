@@ -12,14 +12,16 @@ during the test, and is not a pool server, must be gone at teardown.
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 from openenv_gym_vector_envs import SPEC, counter_codec, subprocess_pythonpath
-from vector_checks import descendants, wait_gone
+from vector_checks import Awaited, descendants, wait_gone
 
+from openenv_gym.aio import AsyncOpenEnvVectorEnv
 from openenv_gym.providers import LocalProvider
 from openenv_gym.vector import OpenEnvVectorEnv
 
@@ -84,6 +86,22 @@ def _no_leaked_processes(pool: ServerPool) -> Iterator[None]:
     assert not wait_gone(new), f"processes left behind: {sorted(wait_gone(new, 0))}"
 
 
+def _factory(pool: ServerPool, build: Callable[..., Any]) -> tuple[Callable[..., Any], list[Any]]:
+    made: list[Any] = []
+
+    def make(env: str = "counter", num_envs: int = 4, servers: int = 1, **kwargs: Any) -> Any:
+        if env == "counter":
+            kwargs.setdefault("codec", counter_codec())
+            urls = pool.urls(SPEC, servers)
+        else:
+            urls = pool.urls(env, servers)
+        envs = build(env, num_envs, base_url=urls, **kwargs)
+        made.append(envs)
+        return envs
+
+    return make, made
+
+
 @pytest.fixture
 def make_vector(pool: ServerPool) -> Iterator[Callable[..., OpenEnvVectorEnv]]:
     """Factory of vector envs on pool servers, closed at teardown.
@@ -91,23 +109,27 @@ def make_vector(pool: ServerPool) -> Iterator[Callable[..., OpenEnvVectorEnv]]:
     ``make_vector(env="catch", num_envs=4, servers=1, **kwargs)``; ``env="counter"``
     (the default) means :class:`~openenv_gym_vector_envs.CounterEnv` with its codec.
     """
-    made: list[OpenEnvVectorEnv] = []
-
-    def make(
-        env: str = "counter", num_envs: int = 4, servers: int = 1, **kwargs: Any
-    ) -> OpenEnvVectorEnv:
-        if env == "counter":
-            kwargs.setdefault("codec", counter_codec())
-            urls = pool.urls(SPEC, servers)
-        else:
-            urls = pool.urls(env, servers)
-        envs = OpenEnvVectorEnv(env, num_envs, base_url=urls, **kwargs)
-        made.append(envs)
-        return envs
-
+    make, made = _factory(pool, OpenEnvVectorEnv)
     yield make
     for envs in made:
         envs.close()
+
+
+@pytest.fixture
+def make_async_vector(pool: ServerPool) -> Iterator[Callable[..., Any]]:
+    """:func:`make_vector`'s factory for the asyncio vector env, behind sync calls
+    (:class:`~vector_checks.Awaited`, on a loop of its own)."""
+    loop = asyncio.new_event_loop()
+
+    def build(env: str, num_envs: int, **kwargs: Any) -> Awaited:
+        made = AsyncOpenEnvVectorEnv.create(env, num_envs, **kwargs)
+        return Awaited(loop.run_until_complete(made), loop)
+
+    make, made = _factory(pool, build)
+    yield make
+    for envs in made:
+        envs.close()
+    loop.close()
 
 
 @pytest.fixture

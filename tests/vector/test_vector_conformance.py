@@ -1,5 +1,8 @@
 """OpenEnvVectorEnv against the Gymnasium 1.x VectorEnv contract, over both wire protocols.
 
+Every test runs twice: against the sync vector env and against the asyncio one
+(:class:`~openenv_gym.aio.AsyncOpenEnvVectorEnv`, its calls awaited one by one).
+
 Exact traces come from the scripted :class:`~openenv_gym_vector_envs.CounterEnv` (obs =
 counter, reward = step count, terminates after K steps) served by real local server
 processes; expected infos are built with Gymnasium's own ``VectorEnv._add_info``. The
@@ -31,6 +34,14 @@ pytestmark = pytest.mark.integration
 
 MakeVector = Callable[..., OpenEnvVectorEnv]
 MODES = [AutoresetMode.NEXT_STEP, AutoresetMode.SAME_STEP, AutoresetMode.DISABLED]
+
+
+@pytest.fixture(params=["sync", "asyncio"])
+def make_vector(
+    request: pytest.FixtureRequest, make_vector: MakeVector, make_async_vector: MakeVector
+) -> MakeVector:
+    """Every test of this suite runs against the sync and the asyncio vector env."""
+    return make_vector if request.param == "sync" else make_async_vector
 
 
 def set_lengths(envs: OpenEnvVectorEnv, lengths: Sequence[int]) -> None:

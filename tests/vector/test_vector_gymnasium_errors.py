@@ -28,6 +28,7 @@ from gymnasium.vector import SyncVectorEnv
 import openenv_gym  # noqa: F401  (registers the ids)
 from openenv_gym.exceptions import (
     ActionBatchError,
+    ConfigurationError,
     EnvClosedError,
     NoPendingCallError,
     OpenEnvGymError,
@@ -267,6 +268,7 @@ def test_random_seeds_set_at_retrieval(envs: OpenEnvVectorEnv) -> None:
 
 def test_a_negative_seed_is_refused_before_anything_is_sent(envs: OpenEnvVectorEnv) -> None:
     envs.reset(seed=5)
-    with pytest.raises(ValueError, match="sub-env 3"):
+    # one seed rule for every env (issue 25): the message names the position, seed[3]
+    with pytest.raises(ConfigurationError, match=r"seed\[3\] must be a non-negative"):
         envs.reset(seed=[0, 1, 2, -1, 4, 5, 6, 7])
     assert envs.np_random_seed == tuple(5 + i for i in range(NUM_ENVS))

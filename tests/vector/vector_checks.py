@@ -8,11 +8,14 @@
   ``VectorEnv._add_info`` folded over per-env info dicts.
 * :func:`counter_info` -- the info dict one :class:`CounterEnv` sub-env reports.
 * :func:`descendants`, :func:`wait_gone` -- process leak checks.
+* :class:`Awaited` -- an asyncio env behind the sync envs' calls, for the shared suites.
 """
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
+import inspect
 import time
 from collections.abc import Iterator, Sequence
 from typing import Any
@@ -123,3 +126,29 @@ def wait_gone(pids: set[int], within: float = 15.0) -> set[int]:
         if left:
             time.sleep(0.05)
     return left
+
+
+class Awaited:
+    """An asyncio env driven from sync test code: each of its coroutine calls runs to the
+    end on ``loop``, so a suite written for the sync envs runs against the asyncio ones.
+
+    Attributes read and set go to the env itself.
+    """
+
+    def __init__(self, env: Any, loop: asyncio.AbstractEventLoop) -> None:
+        object.__setattr__(self, "_env", env)
+        object.__setattr__(self, "_loop", loop)
+
+    def __getattr__(self, name: str) -> Any:
+        value = getattr(self._env, name)
+        if inspect.iscoroutinefunction(value):
+            loop = self._loop
+
+            def call(*args: Any, **kwargs: Any) -> Any:
+                return loop.run_until_complete(value(*args, **kwargs))
+
+            return call
+        return value
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        setattr(self._env, name, value)

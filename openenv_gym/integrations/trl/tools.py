@@ -26,7 +26,7 @@ from typing import Any, ClassVar
 import gymnasium
 import numpy as np
 
-from openenv_gym.assemble import Recipe, assemble
+from openenv_gym.assemble import assemble
 from openenv_gym.env import OpenEnvEnv
 from openenv_gym.exceptions import (
     ConfigurationError,
@@ -38,6 +38,7 @@ from openenv_gym.exceptions import (
 from openenv_gym.integrations.lockstep import Turn, step_text
 from openenv_gym.integrations.text import TextInterface, Tool, action_check, text_interface
 from openenv_gym.integrations.trl._ids import env_spec
+from openenv_gym.options import ENV_OPTIONS, recipe
 from openenv_gym.providers import DockerProvider, LocalProvider, Provider, RayProvider
 
 __all__ = ["EnvironmentFactory", "OpenEnvToolEnv", "environment_factory"]
@@ -308,6 +309,10 @@ _SHARED_PROVIDERS: dict[str | None, type[Provider]] = {
 """The providers whose servers a factory starts once and shares, and their classes."""
 
 
+_SERVER_OPTIONS = ("codec", "action_fields", "observation_fields", "server")
+"""The env's options that decide the shared servers (the rest are each instance's)."""
+
+
 def _provider_options(kind: str | None, kwargs: dict[str, Any]) -> dict[str, Any]:
     """Move the provider's own arguments out of ``kwargs`` (``num_servers=``, ``pool=``...).
 
@@ -325,9 +330,7 @@ def _check_env_kwargs(kwargs: dict[str, Any], provider: str | None) -> None:
     Raises:
         ConfigurationError: Unknown argument(s).
     """
-    env = inspect.signature(OpenEnvEnv).parameters
-    known = {n for n, p in env.items() if p.kind is not inspect.Parameter.VAR_KEYWORD}
-    known |= set(inspect.signature(gymnasium.make).parameters)
+    known = {"env"} | ENV_OPTIONS | set(inspect.signature(gymnasium.make).parameters)
     unknown = sorted(set(kwargs) - known)
     if unknown:
         raise ConfigurationError(
@@ -457,16 +460,13 @@ class EnvironmentFactory:
         options = _provider_options(provider, kwargs)
         _check_env_kwargs(kwargs, provider)  # before any server starts
         spec_kwargs = {**(self._spec.kwargs or {}), **kwargs}
-        recipe = Recipe(
+        chosen = {k: spec_kwargs.get(k) for k in _SERVER_OPTIONS}
+        made = recipe(
             str(spec_kwargs.get("env", "wordle")),
-            codec=spec_kwargs.get("codec"),
-            action_fields=spec_kwargs.get("action_fields"),
-            observation_fields=spec_kwargs.get("observation_fields"),
-            server=spec_kwargs.get("server"),
-            provider=provider,
+            {**chosen, "provider": provider},
             provider_options=options,
         )
-        started = assemble(recipe)  # servers only: each instance connects on its own
+        started = assemble(made)  # servers only: each instance connects on its own
         runtime.provider = started.provider
         runtime.urls = started.urls
         kwargs.pop("server", None)
