@@ -62,6 +62,7 @@ def test_import_then_make_in_a_fresh_interpreter() -> None:
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(900)  # pip installs a fresh venv: minutes on a loaded machine
 def test_fresh_venv_after_pip_install(tmp_path: Path) -> None:
     """`pip install .` into a new venv: make works, no top-level `servers`, no orphans."""
     wheels = tmp_path / "wheels"
