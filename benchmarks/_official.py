@@ -24,7 +24,8 @@ checkout), N and the variant:
   else its ``step`` / ``reset``; ``reset`` given only the keyword arguments it takes; an MCP
   env's client held connected (its ``mcp_session()`` entered) for the session's life.
 
-Every container gets the docker provider's limits (1 CPU, 1 GiB, 256 pids), but the derived
+Every container gets the docker provider's limits (1 CPU, 1 GiB, 256 pids; more memory for
+a family whose instances are large: ``memory_for``, the same on every side), but the derived
 container of a family not marked concurrent, whose sessions are worker processes: it gets the
 CPUs and memory of the native side's N containers (at most the machine's CPUs). A round is one
 step of every sub-env; a sub-env whose episode ended is reset instead (NEXT_STEP), and its
@@ -81,11 +82,15 @@ class Plan:
         env_id: Our Gymnasium id for it.
         actions: JSON actions, one per turn of an episode, cycled.
         concurrent: Whether its class is marked ``SUPPORTS_CONCURRENT_SESSIONS``.
+        session_mib: Memory an instance holds, where it is large: a container hosting N
+            sessions gets ``memory_for`` (TextArena's Wordle holds ~22 MiB an instance
+            with the stub corpus, so 64 outgrow the provider's 1 GiB: the container dies).
     """
 
     env_id: str
     actions: tuple[dict[str, Any], ...]
     concurrent: bool = True
+    session_mib: int = 0
 
 
 PLANS: dict[str, Plan] = {
@@ -94,6 +99,7 @@ PLANS: dict[str, Plan] = {
     "textarena": Plan(
         "openenv/Wordle-v0",
         tuple({"message": f"[{w}]"} for w in WORDS),
+        session_mib=32,
     ),
     "grid_world": Plan(
         "openenv/Generic-v0", ({"action": "RIGHT"}, {"action": "DOWN"}), concurrent=False
@@ -117,6 +123,12 @@ PLANS: dict[str, Plan] = {
         concurrent=False,
     ),
 }
+
+
+def memory_for(family: str, sessions: int) -> int:
+    """MiB for a container hosting ``sessions`` of the family: 1 GiB (the provider's
+    default) or, for a family whose instances are large, 512 MiB plus theirs, if more."""
+    return max(1024, 512 + sessions * PLANS[family].session_mib)
 
 
 def containers_for(family: str, n: int) -> int:
@@ -178,8 +190,9 @@ class NativeContainers:
     pid limit grows with them (256 threads would hit the provider's default of 256 pids).
     """
 
-    def __init__(self, image: str, count: int, sessions: int) -> None:
+    def __init__(self, image: str, count: int, sessions: int, memory_mib: int = 1024) -> None:
         self.image, self.count, self.sessions = image, count, sessions
+        self.memory_mib = memory_mib
         self.ids: list[str] = []
         self.urls: list[str] = []
         self.closed = False
@@ -187,7 +200,7 @@ class NativeContainers:
     def start(self) -> None:
         """Start them and wait until each answers ``/health`` (run in a thread)."""
         pids = str(max(256, 64 + 2 * self.sessions))
-        limits = [*LIMITS[:-1], pids]
+        limits = ["--memory", f"{self.memory_mib}m", *LIMITS[2:-1], pids]
         for _ in range(self.count):
             if self.closed:
                 return
@@ -246,7 +259,9 @@ class OfficialClientBench:
 
         k = containers_for(self.family, self.n)
         # made first, so that close() removes what a start cut short has started
-        self.native = NativeContainers(self.image, k, self.n + 8)
+        memory = memory_for(self.family, -(-self.n // k))
+        self.native = NativeContainers(self.image, k, self.n + 8, memory)
+        self.params["memory_mib"] = memory
         await asyncio.to_thread(self.native.start)
         urls = self.native.urls
         self.clients = [GenericEnvClient(base_url=urls[i % k]) for i in range(self.n)]
@@ -358,15 +373,19 @@ class OursBench:
                 runtime="native",
                 num_containers=k,
                 max_sessions=sessions,
-                limits={"pids_limit": pids},
+                limits={
+                    "pids_limit": pids,
+                    "mem_limit": f"{memory_for(self.family, -(-self.n // k))}m",
+                },
             )
         else:  # the native side's budget: a family not marked concurrent gets K containers
             k = min(containers_for(self.family, self.n), os.cpu_count() or 1)
+            memory = max(1024 * k, memory_for(self.family, self.n))
             self.provider = DockerProvider(
                 image=self.image,
                 runtime="openenv-gym",
                 max_sessions=sessions,
-                limits={"nano_cpus": k * 1_000_000_000, "mem_limit": f"{k}g"},
+                limits={"nano_cpus": k * 1_000_000_000, "mem_limit": f"{memory}m"},
             )
             self.params["cpus"] = k
         self.envs = gymnasium.make_vec(
@@ -563,11 +582,13 @@ class Relay:
         derived = derive(spec["image"])
         self.serve_args = list(derived.serve)
         self.name = f"openenv-gym-bench-inproc-{os.getpid()}"
+        memory = memory_for(spec["family"], spec["n"])
         python = derived.serve[0]
         self.child = subprocess.Popen(
             [
                 "docker", "run", "-i", "--rm", "--name", self.name, "--network", "none",
-                *LIMITS, *HARDENING, *_labels(), "-v", f"{BENCH_DIR}:/bench:ro",
+                "--memory", f"{memory}m", *LIMITS[2:], *HARDENING, *_labels(),
+                "-v", f"{BENCH_DIR}:/bench:ro",
                 "--entrypoint", python, derived.image, "/bench/_official.py", "inside",
             ],
             stdin=subprocess.PIPE,

@@ -10,7 +10,7 @@ import numpy as np
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.append(str(ROOT / "benchmarks"))  # last: nothing of benchmarks/ may shadow a module
-from _official import PLANS, Turns, containers_for, gym_action  # noqa: E402
+from _official import PLANS, Turns, containers_for, gym_action, memory_for  # noqa: E402
 from _official_plan import official_cells  # noqa: E402
 from _official_report import official_lines  # noqa: E402
 from official_images import FAMILIES, dockerfile  # noqa: E402
@@ -86,6 +86,10 @@ def test_the_plan_gives_single_session_families_1_and_16() -> None:
     assert any("grid_world" in note for note in notes)
     assert containers_for("grid_world", 16) == 16
     assert containers_for("echo", 256) == 1
+    # a container of TextArena's Wordle grows with its sessions; the others keep 1 GiB
+    assert memory_for("textarena", 1) == 1024
+    assert memory_for("textarena", 64) > 1024 + 64 * 22
+    assert memory_for("echo", 256) == 1024
 
 
 def test_the_image_layouts_follow_upstream_commands() -> None:
