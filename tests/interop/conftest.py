@@ -8,16 +8,18 @@ openenv -- so that run reports no skips either.
 
 Every server is a subprocess (see :mod:`interop_support`): ``*_app`` fixtures serve an app
 made by OpenEnv's own factory under uvicorn, ``*_server`` fixtures run
-``python -m openenv_gym serve``. The ``shared_*`` factories keep one server per argument
-set for the whole session (tests must leave them as they found them: every session they
-open is closed); the ``fresh_*`` factories start a server for one test (capacity, factory
-errors). No server outlives its fixture, and no test leaves a child process behind.
+``python -m openenv_gym serve``. The ``shared_*`` factories keep one server per
+configuration (its arguments with their defaults filled in) for the whole session (tests
+must leave them as they found them: every session they open is closed); the ``fresh_*``
+factories start a server for one test (capacity, factory errors). No server outlives its
+fixture, and no test leaves a child process behind.
 """
 
 from __future__ import annotations
 
 import contextlib
 import importlib.util
+import inspect
 from collections.abc import Callable, Iterator
 
 import psutil
@@ -31,6 +33,8 @@ from interop_support import (
     start_our_server,
     started,
 )
+
+from openenv_gym.runtime.settings import ServerMode
 
 if importlib.util.find_spec("openenv") is None:
     collect_ignore_glob = ["*.py"]
@@ -73,12 +77,36 @@ def share(server: Server) -> Server:
     return server
 
 
+def _app_key(*args: str, **kwargs: object) -> tuple[object, ...]:
+    """``shared_app``'s arguments with its defaults filled in: ``("counter",)`` and
+    ``("counter", factory="create_app")`` are one server."""
+    bound = inspect.signature(start_openenv_app).bind(*args, **kwargs)
+    bound.apply_defaults()
+    return tuple(sorted(bound.arguments.items()))
+
+
+def _server_key(*args: str, **kwargs: object) -> tuple[object, ...]:
+    """``shared_server``'s arguments less an explicit ``--mode simulation``, the default
+    (OPENENV_GYM_MODE is unset in the servers' environment: ``subprocess_env``); a test
+    that asks for it checks the mode the server reports."""
+    assert not kwargs
+    rest = list(args)
+    for k in range(len(rest) - 1):
+        if rest[k : k + 2] == ["--mode", ServerMode.SIMULATION.value]:
+            del rest[k : k + 2]
+            break
+    return tuple(rest)
+
+
 @contextlib.contextmanager
-def _shared(start: Callable[..., Server]) -> Iterator[Callable[..., Server]]:
+def _shared(
+    start: Callable[..., Server], canonical: Callable[..., tuple[object, ...]]
+) -> Iterator[Callable[..., Server]]:
+    """One server per configuration (``canonical`` tells equal argument sets apart)."""
     servers: dict[tuple[object, ...], Server] = {}
 
     def get(*args: str, **kwargs: object) -> Server:
-        key = (*args, *sorted(kwargs.items()))
+        key = canonical(*args, **kwargs)
         if key not in servers:
             server = servers[key] = start(*args, **kwargs)
             _SHARED_PIDS.add(server.proc.pid)
@@ -108,7 +136,7 @@ def _fresh(start: Callable[..., Server]) -> Iterator[Callable[..., Server]]:
 @pytest.fixture(scope="session")
 def shared_app() -> Iterator[Callable[..., Server]]:
     """``shared_app(name, factory="create_app", max_concurrent_envs=8)``: one per session."""
-    with _shared(start_openenv_app) as get:
+    with _shared(start_openenv_app, _app_key) as get:
         yield get
 
 
@@ -122,7 +150,7 @@ def fresh_app() -> Iterator[Callable[..., Server]]:
 @pytest.fixture(scope="session")
 def shared_server() -> Iterator[Callable[..., Server]]:
     """``shared_server(*serve_args)``: ``openenv-gym serve``, one per session."""
-    with _shared(start_our_server) as get:
+    with _shared(start_our_server, _server_key) as get:
         yield get
 
 

@@ -93,6 +93,7 @@ def subprocess_env() -> dict[str, str]:
     env["PYTHONPATH"] = os.pathsep.join(p for p in (str(HERE), env.get("PYTHONPATH", "")) if p)
     env["PYTHONUNBUFFERED"] = "1"
     env.pop("ENABLE_WEB_INTERFACE", None)
+    env.pop("OPENENV_GYM_MODE", None)  # servers run in their default mode unless told
     return env
 
 
