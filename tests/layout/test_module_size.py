@@ -2,8 +2,8 @@
 
 A long module is usually several concerns in one file; the split into modules is the proof
 that they are apart (websockets keeps frames, protocol, client and server apart, none over
-~770 lines). There is no exemption by docstring: :data:`BEING_SPLIT` names the modules over
-the limit today, each being split, and only shrinks (an entry under the limit fails).
+~770 lines). There is no exemption, by docstring or by list: the last module over the limit
+(vector.py) was split into openenv_gym/vector/ (issue 24).
 
 Docstrings are for users (mkdocstrings renders them on the API pages, ``help()`` prints
 them): a note to maintainers about a module's size belongs in a comment, if anywhere.
@@ -19,13 +19,6 @@ import pytest
 
 PACKAGE = Path(__file__).resolve().parents[2] / "openenv_gym"
 LIMIT = 700
-
-BEING_SPLIT: dict[str, str] = {}
-"""Modules over :data:`LIMIT` lines today, by path under openenv_gym/, and their split."""
-
-SIZE_NOTE_LEFT: set[str] = set()
-"""Modules under the limit whose docstring still carries the old size note (issue 24:
-removed by the splits of runtime/ and transport/); only shrinks, like BEING_SPLIT."""
 
 SIZE_NOTE = re.compile(r"cohesive concern|over \d+ lines", re.I)
 
@@ -47,28 +40,14 @@ def test_the_package_is_found() -> None:
 
 @pytest.mark.parametrize("path", MODULES, ids=_name)
 def test_no_module_is_over_the_limit(path: Path) -> None:
-    if _name(path) in BEING_SPLIT:
-        return
     lines = _lines(path)
     assert lines <= LIMIT, (
         f"{_name(path)} has {lines} lines, over {LIMIT}: split it into modules of one concern each"
     )
 
 
-@pytest.mark.parametrize("name", sorted(BEING_SPLIT | dict.fromkeys(SIZE_NOTE_LEFT, "")))
-def test_the_lists_name_only_what_is_still_there(name: str) -> None:
-    path = PACKAGE / name
-    assert path.exists(), f"{name} is gone: remove it from the list"
-    if name in BEING_SPLIT:
-        assert _lines(path) > LIMIT, f"{name} is split: remove it from BEING_SPLIT"
-    else:
-        assert SIZE_NOTE.search(ast.get_docstring(ast.parse(path.read_text())) or "")
-
-
 @pytest.mark.parametrize("path", MODULES, ids=_name)
 def test_no_docstring_is_a_note_about_the_module_size(path: Path) -> None:
-    if _name(path) in BEING_SPLIT or _name(path) in SIZE_NOTE_LEFT:
-        return
     tree = ast.parse(path.read_text(encoding="utf-8"))
     nodes = [tree, *ast.walk(tree)]
     docs = [
