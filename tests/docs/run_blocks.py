@@ -310,13 +310,16 @@ RUN_ONCE = ("example", "scripts-run")
 
 
 def _shell_text(block: Block, text: str, servers: Servers, folder: Path, suite: str) -> str:
+    # the page's own /tmp/ paths go to the test's folder, before any stand-in is put in (a
+    # stand-in is an absolute path into the checkout, which may itself lie under /tmp)
+    text = re.sub(r"(?<![\w/.-])/tmp/", f"{folder}/tmp/", text.replace("X.Y.Z", _version()))
     urls = {url: servers.url(kind) for url, kind in server_urls(block).items()}
     for url, local in sorted(urls.items(), key=lambda kv: -len(kv[0])):
         text = re.sub(rf"{re.escape(url)}(?!\d)", local, text)
     replace = {**stand_ins(suite), **_images(text, servers)}
     for old, new in replace.items():
         text = re.sub(rf"(?<![\w/]){re.escape(old)}(?!\w)", lambda _, new=new: new, text)
-    return text.replace("X.Y.Z", _version()).replace("/tmp/", f"{folder}/tmp/")
+    return text
 
 
 def _shell_script(block: Block, servers: Servers, folder: Path, suite: str) -> str:
