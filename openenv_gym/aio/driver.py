@@ -21,7 +21,7 @@ from collections.abc import Iterator, Sequence
 from typing import Any, TypeVar
 
 from openenv_gym.exceptions import UsageError
-from openenv_gym.transport.dispatch import Pending
+from openenv_gym.transport.dispatch import Pending, collect_rounds, wait_until
 from openenv_gym.transport.waiting import deadline_after
 from openenv_gym.transport.wire import WebSocket
 from openenv_gym.vector.drive import Blocking, Collect, One, Op
@@ -91,47 +91,18 @@ async def collect(
     sockets = [ws for shard in shards for ws in shard.sockets]
     deadline = deadline_after(seconds)
     with _held(sockets), _Readers(sockets) as readers:
-        waiting = list(pending)
-        done: list[Pending] = []
-        count = 0
-        started = time.monotonic()
-        late = any((d := p.shard.deadline(p.ticket)) is not None and d <= started for p in waiting)
-        ready: Sequence[WebSocket] | None = (
-            None if late else [ws for ws in sockets if ws.messages or ws.failure is not None]
-        )
-        while True:
-            if engine.state is CallState.CLOSED:
-                raise UsageError("the environment was closed while the call was waiting")
-            for shard in shards:
-                shard.poll(ready)
-            now = time.monotonic()
-            for shard in shards:
-                shard.expire(now)  # after reading: what came by now counts
-            still = []
-            for p in waiting:
-                if p.shard.done(p.ticket):
-                    done.append(p)
-                    count += len(p.ids)
-                else:
-                    still.append(p)
-            waiting = still
-            if count >= want or not waiting:
-                return done
-            ready = await readers.wait(_until(waiting, deadline))
-            if not ready:
-                now = time.monotonic()
-                for shard in shards:
-                    shard.expire(now)
-                if deadline is not None and now >= deadline:
-                    return done
+        rounds = collect_rounds(pending, want, deadline, shards, lambda: _check_open(engine))
+        try:
+            waiting = next(rounds)
+            while True:
+                waiting = rounds.send(await readers.wait(wait_until(waiting, deadline)))
+        except StopIteration as finished:
+            return finished.value  # type: ignore[no-any-return]
 
 
-def _until(waiting: Sequence[Pending], deadline: float | None) -> float | None:
-    """The earliest of the requests' own timeouts and ``deadline``."""
-    limits = [d for p in waiting if (d := p.shard.deadline(p.ticket)) is not None]
-    if deadline is not None:
-        limits.append(deadline)
-    return min(limits) if limits else None
+def _check_open(engine: Engine) -> None:
+    if engine.state is CallState.CLOSED:
+        raise UsageError("the environment was closed while the call was waiting")
 
 
 @contextlib.contextmanager

@@ -43,7 +43,7 @@ import contextlib
 import selectors
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Generator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -53,7 +53,7 @@ from openenv_gym.transport.shards import Args, Ids, Outcome, Shard, close_shards
 from openenv_gym.transport.waiting import deadline_after, wait
 from openenv_gym.transport.wire import WebSocket
 
-__all__ = ["Dispatcher", "Pending", "Request"]
+__all__ = ["Dispatcher", "Pending", "Request", "collect_rounds", "wait_until"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -167,55 +167,17 @@ class Dispatcher:
     def _collect(
         self, pending: Sequence[Pending], want: int, deadline: float | None, shards: list[Shard]
     ) -> list[Pending]:
-        waiting = list(pending)
-        done: list[Pending] = []
-        count = 0
-        started = time.monotonic()
-        late = any((d := p.shard.deadline(p.ticket)) is not None and d <= started for p in waiting)
-        # first round: what already came in; everything when the caller comes back after a
-        # deadline (step_async, a long pause, step_wait: replies sent in time still count)
-        ready: Sequence[WebSocket] | None = (
-            None
-            if late
-            else [
-                ws
-                for shard in shards
-                for ws in shard.sockets
-                if ws.messages or ws.failure is not None
-            ]
-        )
-        while True:
-            self._check_interrupt()
-            # shards whose requests are all done are polled too: harmless (replies wait)
-            for shard in shards:
-                shard.poll(ready)
-            now = time.monotonic()
-            for shard in shards:
-                shard.expire(now)  # after reading: what came by now counts
-            still = []
-            for p in waiting:
-                if p.shard.done(p.ticket):
-                    done.append(p)
-                    count += len(p.ids)
-                else:
-                    still.append(p)
-            waiting = still
-            if count >= want or not waiting:
-                return done
-            ready = self._wait(waiting, deadline)
-            if not ready:
-                now = time.monotonic()
-                for shard in shards:
-                    shard.expire(now)
-                if deadline is not None and now >= deadline:
-                    return done
+        rounds = collect_rounds(pending, want, deadline, shards, self._check_interrupt)
+        try:
+            waiting = next(rounds)
+            while True:
+                waiting = rounds.send(self._wait(waiting, deadline))
+        except StopIteration as finished:
+            return finished.value  # type: ignore[no-any-return]
 
     def _wait(self, waiting: Sequence[Pending], deadline: float | None) -> list[WebSocket]:
         """Block until a socket of ``waiting`` is ready, the earliest timeout, or ``deadline``."""
-        limits = [d for p in waiting if (d := p.shard.deadline(p.ticket)) is not None]
-        if deadline is not None:
-            limits.append(deadline)
-        until = min(limits) if limits else None
+        until = wait_until(waiting, deadline)
         shards = list({id(p.shard): p.shard for p in waiting}.values())
         if len(shards) == 1 and len(shards[0].sockets) == 1:
             sockets = shards[0].sockets
@@ -313,3 +275,68 @@ class Dispatcher:
             self._selector.close()
             self._selector = None
         self._registered.clear()
+
+
+def wait_until(waiting: Sequence[Pending], deadline: float | None) -> float | None:
+    """The earliest of the requests' own timeouts and ``deadline`` (None: no limit)."""
+    limits = [d for p in waiting if (d := p.shard.deadline(p.ticket)) is not None]
+    if deadline is not None:
+        limits.append(deadline)
+    return min(limits) if limits else None
+
+
+def collect_rounds(
+    pending: Sequence[Pending],
+    want: int,
+    deadline: float | None,
+    shards: list[Shard],
+    check: Callable[[], None],
+) -> Generator[list[Pending], Sequence[WebSocket], list[Pending]]:
+    """The rounds of a collect, without waiting: each driver waits its own way.
+
+    Yields the requests still waiting whenever it needs sockets to read; the driver sends
+    back the sockets that became ready by :func:`wait_until` (none: that time passed).
+    Returns the done requests, in completion order, once they cover ``want`` sub-envs, all
+    are done, or ``deadline`` passed. ``check`` runs at the start of every round (it raises
+    to end the call: an interrupt, a closed env). :meth:`Dispatcher.collect` drives it on
+    the caller's thread, ``openenv_gym.aio`` on the event loop.
+    """
+    waiting = list(pending)
+    done: list[Pending] = []
+    count = 0
+    started = time.monotonic()
+    late = any((d := p.shard.deadline(p.ticket)) is not None and d <= started for p in waiting)
+    # first round: what already came in; everything when the caller comes back after a
+    # deadline (step_async, a long pause, step_wait: replies sent in time still count)
+    ready: Sequence[WebSocket] | None = (
+        None
+        if late
+        else [
+            ws for shard in shards for ws in shard.sockets if ws.messages or ws.failure is not None
+        ]
+    )
+    while True:
+        check()
+        # shards whose requests are all done are polled too: harmless (replies wait)
+        for shard in shards:
+            shard.poll(ready)
+        now = time.monotonic()
+        for shard in shards:
+            shard.expire(now)  # after reading: what came by now counts
+        still = []
+        for p in waiting:
+            if p.shard.done(p.ticket):
+                done.append(p)
+                count += len(p.ids)
+            else:
+                still.append(p)
+        waiting = still
+        if count >= want or not waiting:
+            return done
+        ready = yield waiting
+        if not ready:
+            now = time.monotonic()
+            for shard in shards:
+                shard.expire(now)
+            if deadline is not None and now >= deadline:
+                return done
