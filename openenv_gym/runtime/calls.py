@@ -37,7 +37,7 @@ from openenv_gym.runtime.errors import (
     wire_safe,
 )
 from openenv_gym.runtime.loader import EnvModels
-from openenv_gym.runtime.mcp import close_env
+from openenv_gym.runtime.mcp import close_env, hold_mcp
 
 __all__ = [
     "BUILDER_THREADS",
@@ -240,7 +240,7 @@ class EnvCalls:
             if isinstance(request, op.ResetRequest):
                 kwargs = self._keep(request.kwargs)
                 if self.awaits["reset_async"]:
-                    return self._answer_json_later(session, env.reset_async(**kwargs))
+                    return self._answer_json_later(session, env, lambda: env.reset_async(**kwargs))
                 obs = env.reset(**kwargs)
             else:
                 if self.is_wide(request.action):
@@ -251,7 +251,7 @@ class EnvCalls:
                     return None
                 action = self.action.validate_python(request.action)
                 if self.awaits["step_async"]:
-                    return self._answer_json_later(session, env.step_async(action))
+                    return self._answer_json_later(session, env, lambda: env.step_async(action))
                 obs = env.step(action)
             _send_json_observation(session, obs)
         except Exception as exc:
@@ -259,9 +259,12 @@ class EnvCalls:
         return None
 
     @staticmethod
-    async def _answer_json_later(session: op.ServerSession, pending: Awaitable[Any]) -> None:
+    async def _answer_json_later(
+        session: op.ServerSession, env: Any, call: Callable[[], Awaitable[Any]]
+    ) -> None:
         try:
-            _send_json_observation(session, await pending)
+            await hold_mcp(env)
+            _send_json_observation(session, await call())
         except Exception as exc:
             _send_json_error(session, exc)
 
@@ -518,6 +521,7 @@ async def _run_async(
 
     async def one(env: Any, value: Any) -> Any:
         try:
+            await hold_mcp(env)
             if op_ is bp.Op.RESET:
                 return await env.reset_async(**value)
             return await env.step_async(value)

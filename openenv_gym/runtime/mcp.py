@@ -507,8 +507,77 @@ def _jsonable(obj: Any) -> Any:
     return str(obj)
 
 
+@dataclass(slots=True)
+class _Held:
+    """An instance's MCP session held open by :func:`hold_mcp` until :func:`close_env`."""
+
+    env: Any
+    task: asyncio.Task[None]
+    leave: asyncio.Event
+    loop: asyncio.AbstractEventLoop
+
+    def release(self) -> None:
+        """Let the holding task leave the session (from any thread)."""
+        if self.loop.is_closed():
+            return
+        try:
+            running = asyncio.get_running_loop()
+        except RuntimeError:
+            running = None
+        if running is self.loop:
+            self.leave.set()
+        else:
+            self.loop.call_soon_threadsafe(self.leave.set)
+
+
+_HELD: dict[int, _Held] = {}
+"""Instances whose MCP session :func:`hold_mcp` holds, by ``id`` (the entry keeps them)."""
+
+
+async def hold_mcp(env: Any) -> None:
+    """Hold ``env``'s MCP session open from now until :func:`close_env` (idempotent).
+
+    OpenEnv's ``/ws`` enters ``mcp_session()`` when a session starts and leaves it when the
+    session ends; every tool call then reuses the connected client. Called before each
+    awaited call of an instance, so tool calls over ``/batch`` and ``/ws`` find it held
+    too, instead of connecting FastMCP's client for every call (twice the cost of the call
+    itself). An instance without MCP, or whose client is already connected (an MCP
+    session over HTTP holds it), is left alone; one whose session does not start is left
+    to open its own per call, which reports the failure in its observation.
+    """
+    if id(env) in _HELD:
+        return
+    opener = getattr(env, "mcp_session", None)
+    client = getattr(env, "mcp_client", None)
+    if not callable(opener) or client is None:
+        return
+    connected = getattr(client, "is_connected", None)
+    if callable(connected) and connected():
+        return
+    loop = asyncio.get_running_loop()
+    entered: asyncio.Future[None] = loop.create_future()
+    leave = asyncio.Event()
+    held = _Held(env, loop.create_task(_hold(opener, entered, leave)), leave, loop)
+    _HELD[id(env)] = held
+    try:
+        await asyncio.shield(entered)
+    except asyncio.CancelledError:
+        raise  # the entry stays: close_env releases it
+    except Exception:
+        logger.debug("holding an MCP session failed; tool calls open their own", exc_info=True)
+        if _HELD.get(id(env)) is held:
+            del _HELD[id(env)]
+
+
 def close_env(env: Any) -> None:
-    """Call ``env.close()`` if it has one; an exception there is logged, never raised."""
+    """Leave its held MCP session, then call ``env.close()`` if it has one.
+
+    An exception in ``close()`` is logged, never raised.
+    """
+    held = _HELD.get(id(env))
+    if held is not None and held.env is env:
+        del _HELD[id(env)]
+        held.release()
     close = getattr(env, "close", None)
     if callable(close):
         try:

@@ -19,8 +19,10 @@ Both run unchanged on openenv 0.10 (FastMCP 3) and openenv-core 0.3.0 (FastMCP 4
 
 from __future__ import annotations
 
+import contextlib
 import random
 import uuid
+from collections.abc import AsyncIterator
 from typing import Annotated, Any, Literal
 
 from fastmcp import FastMCP
@@ -31,9 +33,11 @@ from pydantic import Field
 
 __all__ = [
     "ECHO_READY",
+    "ConnectionCountingEnvironment",
     "FLAGS",
     "LineWalkEnvironment",
     "McpEchoEnvironment",
+    "SoloConnectionCounting",
     "flag_for",
 ]
 
@@ -111,6 +115,62 @@ class McpEchoEnvironment(MCPEnvironment):
     def state(self) -> State:
         """Episode id and step count."""
         return self._state
+
+
+class ConnectionCountingEnvironment(MCPEnvironment):
+    """One tool, ``connections()``: how many times this instance's MCP client connected.
+
+    OpenEnv's ``/ws`` enters ``mcp_session()`` once per session, so every tool call of a
+    session finds the client connected (the count stays 1); a server that connects per
+    call counts one more each call. Concurrent, or not (:class:`SoloConnectionCounting`,
+    hosted in a worker process per session).
+    """
+
+    SUPPORTS_CONCURRENT_SESSIONS = True
+
+    def __init__(self) -> None:
+        mcp = FastMCP("connection_counting")
+        counting = self
+        self.connects = 0
+
+        @mcp.tool
+        def connections() -> int:
+            """How many times this instance's MCP client connected, this one included."""
+            return counting.connects
+
+        super().__init__(mcp)
+        self._state = State(episode_id=str(uuid.uuid4()), step_count=0)
+
+    @contextlib.asynccontextmanager
+    async def mcp_session(self) -> AsyncIterator[Any]:
+        """Count a connection when the client was not connected, then OpenEnv's session."""
+        if not self.mcp_client.is_connected():
+            self.connects += 1
+        async with super().mcp_session() as client:
+            yield client
+
+    def reset(
+        self, seed: int | None = None, episode_id: str | None = None, **kwargs: Any
+    ) -> Observation:
+        """A new episode (the count goes on: it is the instance's)."""
+        self._state = State(episode_id=episode_id or str(uuid.uuid4()), step_count=0)
+        return Observation(done=False, reward=0.0)
+
+    def _step_impl(
+        self, action: Action, timeout_s: float | None = None, **kwargs: Any
+    ) -> Observation:
+        return Observation(done=False, reward=0.0, metadata={"error": "use the MCP tools"})
+
+    @property
+    def state(self) -> State:
+        """Episode id and step count."""
+        return self._state
+
+
+class SoloConnectionCounting(ConnectionCountingEnvironment):
+    """:class:`ConnectionCountingEnvironment` not marked concurrent (a worker per session)."""
+
+    SUPPORTS_CONCURRENT_SESSIONS = False
 
 
 class LineWalkState(State):

@@ -194,3 +194,29 @@ def test_a_bad_tool_call_fails_alone_and_the_session_survives(walk) -> None:
         assert "You stand at 0" in str(reply.observation["result"])
     finally:
         session.close()
+
+
+@pytest.mark.parametrize("protocol", ["batch", "json"])
+@pytest.mark.parametrize("cls", ["ConnectionCountingEnvironment", "SoloConnectionCounting"])
+def test_the_mcp_session_is_held_for_the_sessions_life(shared_server, cls, protocol) -> None:
+    """As OpenEnv's /ws does: one MCP connection per instance, every tool call reusing it
+    (in process, and in the worker of a class not marked concurrent); not one per call,
+    which costs as much again as the call."""
+    server = shared_server("--env", f"openenv_mcp_envs:{cls}")
+    envs = gymnasium.make_vec(
+        "openenv/Generic-v0",
+        num_envs=3,
+        base_url=server.url,
+        protocol=protocol,
+        tool="connections",
+    )
+    try:
+        assert envs.unwrapped.protocols == (protocol,)
+        envs.reset(seed=0)
+        counts = []
+        for _ in range(4):
+            _, _, _, _, infos = envs.step(envs.action_space.sample())
+            counts.append(infos["result"]["structured_content"]["result"].tolist())
+        assert counts == [[1, 1, 1]] * 4
+    finally:
+        envs.close()
