@@ -90,9 +90,9 @@ class Worker:
         self.pid = pid
         self.gone: str | None = None
         self._pending: collections.deque[asyncio.Future[Any]] = collections.deque()
-        self._writer: asyncio.StreamWriter | None = None
-        self._opening: asyncio.Task[asyncio.StreamWriter] | None = None
-        self._reader_task: asyncio.Task[None] | None = None
+        self._transport: asyncio.Transport | None = None
+        self._opening: asyncio.Task[asyncio.Transport] | None = None
+        self._dropped = False
 
     def call_now(self, request: tuple[Any, ...]) -> Any:
         """Send ``request`` and wait for its answer, blocking (start-up only)."""
@@ -111,42 +111,32 @@ class Worker:
         """Send ``request``; its answer (the worker's exception raised here)."""
         if self.gone is not None:
             raise WorkerError(f"worker process {self.pid} {self.gone}")
-        writer = self._writer or await self._open()
+        transport = self._transport or await self._open()
         reply: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
         self._pending.append(reply)
-        writer.write(pack(request))
+        transport.write(pack(request))
         return _unwrap(await reply)
 
-    async def _open(self) -> asyncio.StreamWriter:
-        """Our streams over the worker's socket, made once (concurrent callers share them)."""
+    async def _open(self) -> asyncio.Transport:
+        """Our transport over the worker's socket, made once (concurrent callers share it)."""
         if self._opening is None:
             self._opening = asyncio.get_running_loop().create_task(self._connect())
         return await asyncio.shield(self._opening)
 
-    async def _connect(self) -> asyncio.StreamWriter:
-        reader, writer = await asyncio.open_unix_connection(sock=self.sock, limit=1 << 20)
-        self._reader_task = asyncio.get_running_loop().create_task(self._read(reader))
-        self._writer = writer
-        return writer
+    async def _connect(self) -> asyncio.Transport:
+        loop = asyncio.get_running_loop()
+        transport, _ = await loop.create_unix_connection(lambda: _Replies(self), sock=self.sock)
+        self._transport = transport
+        return transport
 
-    async def _read(self, reader: asyncio.StreamReader) -> None:
-        why = "exited"
-        try:
-            while True:
-                head = await reader.readexactly(_HEAD)
-                size = int.from_bytes(head, "big")
-                if size > FRAME_LIMIT:
-                    why = f"sent a frame of {size} bytes"
-                    break
-                reply = pickle.loads(await reader.readexactly(size))
-                waiter = self._pending.popleft()
-                if not waiter.done():
-                    waiter.set_result(reply)
-        except (asyncio.IncompleteReadError, ConnectionError):
-            pass
-        except Exception as exc:  # a reply that does not unpickle: the stream is lost
-            why = f"sent a reply that cannot be read ({exc!r})"
-        self._lost(why)
+    def _replied(self, reply: Any) -> None:
+        """The next reply, for the oldest request (replies come in order)."""
+        if not self._pending:
+            self._lost("sent a reply nobody asked for")
+            return
+        waiter = self._pending.popleft()
+        if not waiter.done():
+            waiter.set_result(reply)
 
     def _lost(self, why: str) -> None:
         if self.gone is None:
@@ -158,6 +148,9 @@ class Worker:
             waiter = self._pending.popleft()
             if not waiter.done():
                 waiter.set_exception(error)
+        if self._dropped:  # again, as the transport we closed reports its end
+            return
+        self._dropped = True
         self.pool.dropped(self)
         self.shut()
 
@@ -171,10 +164,50 @@ class Worker:
     def hang_up(self) -> None:
         """Close our end of the socket (the worker exits when it sees that)."""
         with contextlib.suppress(Exception):  # the loop may be closed already
-            if self._writer is not None:
-                self._writer.close()
+            if self._transport is not None:
+                self._transport.close()
             else:
                 self.sock.close()
+
+
+class _Replies(asyncio.Protocol):
+    """Our end of a worker's socket: frames (length, pickle) parsed as bytes arrive.
+
+    A protocol rather than streams: a reply is matched where its last byte is read, with
+    no task to wake per read (a step of a worker-hosted instance is one request and one
+    reply; streams cost a wake-up and two awaits per reply).
+    """
+
+    def __init__(self, worker: Worker) -> None:
+        self.worker = worker
+        self.buffer = bytearray()
+        self.why = "exited"
+
+    def data_received(self, data: bytes) -> None:
+        buffer = self.buffer
+        buffer += data
+        while len(buffer) >= _HEAD:
+            size = int.from_bytes(buffer[:_HEAD], "big")
+            if size > FRAME_LIMIT:
+                self._fail(f"sent a frame of {size} bytes")
+                return
+            if len(buffer) < _HEAD + size:
+                return
+            try:
+                reply = pickle.loads(buffer[_HEAD : _HEAD + size])
+            except Exception as exc:  # a reply that does not unpickle: the stream is lost
+                self._fail(f"sent a reply that cannot be read ({exc!r})")
+                return
+            del buffer[: _HEAD + size]
+            self.worker._replied(reply)
+
+    def _fail(self, why: str) -> None:
+        self.why = why
+        self.buffer.clear()
+        self.worker._lost(why)
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self.worker._lost(self.why)
 
 
 def _unwrap(reply: Any) -> Any:

@@ -247,33 +247,58 @@ class _Worker:
 
     def run(self) -> int:
         signal.signal(signal.SIGINT, signal.SIG_IGN)  # the server's Ctrl-C is the server's
+        loop = asyncio.new_event_loop()
         try:
-            asyncio.run(self._serve())
+            self._serve(loop)
         finally:
+            with contextlib.suppress(Exception):
+                loop.run_until_complete(self._release_mcp())
             self._close_env()
+            loop.close()
         return 0
 
-    async def _serve(self) -> None:
-        reader, writer = await asyncio.open_unix_connection(sock=self.sock)
+    def _serve(self, loop: asyncio.AbstractEventLoop) -> None:
+        """Requests in order, read blocking: a loop runs only for a call that awaits.
+
+        A sync ``step`` / ``reset`` is called here, with no event loop turn (most of what a
+        worker costs per step is the round trip); a coroutine (an MCP tool call, the
+        class's own ``step_async``) runs on ``loop``, where a held MCP session lives on
+        between requests.
+        """
+        sock = self.sock
         while True:
             try:
-                head = await reader.readexactly(_HEAD.size)
-                (size,) = _HEAD.unpack(head)
-                if size > FRAME_LIMIT:
+                head = _recv_exactly(sock, _HEAD.size)
+                (size,) = _HEAD.unpack(head) if head is not None else (None,)
+                if size is None or size > FRAME_LIMIT:
+                    return  # the server is gone (or mad)
+                body = _recv_exactly(sock, size)
+                if body is None:
                     return
-                request = pickle.loads(await reader.readexactly(size))
-            except (asyncio.IncompleteReadError, ConnectionError):
-                return  # the server is gone
+                request = pickle.loads(body)
+            except (OSError, ValueError, pickle.UnpicklingError):
+                return
             try:
-                reply: tuple[str, Any] = ("ok", await self._answer(request))
+                reply: tuple[str, Any] = ("ok", self._answer_now(request, loop))
             except Exception as exc:
                 reply = ("err", _carried(exc))
             try:
                 data = pack(reply)
             except Exception as exc:
                 data = pack(("err", RemoteError(type(exc).__name__, f"cannot send reply: {exc}")))
-            writer.write(data)
-            await writer.drain()
+            try:
+                sock.sendall(data)
+            except OSError:
+                return
+
+    def _answer_now(self, request: tuple[Any, ...], loop: asyncio.AbstractEventLoop) -> Any:
+        verb = request[0]
+        if verb in ("step", "reset") and not self.awaits.get(verb + "_async"):
+            env = self._env()
+            if verb == "step":
+                return self._with_state(env.step(request[1], **request[2]))
+            return self._with_state(env.reset(**request[1]))
+        return loop.run_until_complete(self._answer(request))
 
     async def _answer(self, request: tuple[Any, ...]) -> Any:
         verb = request[0]
