@@ -85,12 +85,17 @@ class Plan:
         session_mib: Memory an instance holds, where it is large: a container hosting N
             sessions gets ``memory_for`` (TextArena's Wordle holds ~22 MiB an instance
             with the stub corpus, so 64 outgrow the provider's 1 GiB: the container dies).
+        build_s: Seconds an instance may take to build, where that is long: opening N
+            sessions may take ``open_timeout`` on every side (TextArena's Wordle parses
+            its English word lists in each instance: ~1 s of CPU, one after the other
+            under the GIL, so N=256 outlasts the clients' default 10 s / 60 s waits).
     """
 
     env_id: str
     actions: tuple[dict[str, Any], ...]
     concurrent: bool = True
     session_mib: int = 0
+    build_s: float = 0.0
 
 
 PLANS: dict[str, Plan] = {
@@ -100,6 +105,7 @@ PLANS: dict[str, Plan] = {
         "openenv/Wordle-v0",
         tuple({"message": f"[{w}]"} for w in WORDS),
         session_mib=32,
+        build_s=3.0,
     ),
     "grid_world": Plan(
         "openenv/Generic-v0", ({"action": "RIGHT"}, {"action": "DOWN"}), concurrent=False
@@ -129,6 +135,11 @@ def memory_for(family: str, sessions: int) -> int:
     """MiB for a container hosting ``sessions`` of the family: 1 GiB (the provider's
     default) or, for a family whose instances are large, 512 MiB plus theirs, if more."""
     return max(1024, 512 + sessions * PLANS[family].session_mib)
+
+
+def open_timeout(family: str, n: int) -> float:
+    """Seconds to wait for N sessions to open (connect, handshake, the first reply)."""
+    return 60.0 + n * PLANS[family].build_s
 
 
 def containers_for(family: str, n: int) -> int:
@@ -264,7 +275,11 @@ class OfficialClientBench:
         self.params["memory_mib"] = memory
         await asyncio.to_thread(self.native.start)
         urls = self.native.urls
-        self.clients = [GenericEnvClient(base_url=urls[i % k]) for i in range(self.n)]
+        wait = open_timeout(self.family, self.n)
+        self.clients = [
+            GenericEnvClient(base_url=urls[i % k], connect_timeout_s=wait, message_timeout_s=wait)
+            for i in range(self.n)
+        ]
         for start in range(0, self.n, CONNECT_CHUNK):
             chunk = self.clients[start : start + CONNECT_CHUNK]
             await asyncio.gather(*(c.connect() for c in chunk))
@@ -393,6 +408,8 @@ class OursBench:
             num_envs=self.n,
             provider=self.provider,
             protocol="json" if native else "batch",
+            timeouts={"connect": open_timeout(self.family, self.n)}
+            | ({"step": open_timeout(self.family, self.n)} if self.plan.build_s else {}),
         )
         codec = self.envs.unwrapped.codec
         self.actions = [gym_action(codec, a) for a in self.plan.actions]
