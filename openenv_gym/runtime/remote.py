@@ -75,6 +75,9 @@ class _WorkerEnvironment:
         """The worker of this instance; with ``renew``, a new one if it failed or died."""
         if self._closed:
             raise WorkerError("the environment is closed")
+        worker = self._worker
+        if worker is not None and worker.gone is None:  # started, alive: the hot path
+            return worker
         starting = self._starting
         if starting is None or (renew and starting.done() and _failed(starting)):
             starting = self._starting = asyncio.get_running_loop().create_task(self._start())
