@@ -271,3 +271,28 @@ def test_url_provider_cannot_restart_a_dead_server() -> None:
     finally:
         envs.close()
         server.close()
+
+
+@pytest.mark.parametrize("protocol", PROTOCOLS)
+def test_single_env_a_failed_recovery_leaves_the_lost_session_closed(protocol: str) -> None:
+    """A server that cannot be started again (not ours: a URL): the step raises, and the
+    lost session is closed (its socket released), not left open behind the env."""
+    server = LocalProvider(SPEC)
+    env = OpenEnvEnv(
+        codec=counter_codec(),
+        base_url=server.start()[0],
+        token=server.token(0),
+        protocol=protocol,
+        timeouts=TIMEOUTS,
+        on_server_loss="restart",
+    )
+    try:
+        env.reset(seed=1)
+        lost = env.session
+        kill_server(server)
+        with pytest.raises(ProviderError):
+            env.step(0)
+        assert lost.closed
+    finally:
+        env.close()
+        server.close()
