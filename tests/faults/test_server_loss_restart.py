@@ -296,3 +296,31 @@ def test_single_env_a_failed_recovery_leaves_the_lost_session_closed(protocol: s
     finally:
         env.close()
         server.close()
+
+
+def test_vector_env_recovery_leaves_other_servers_requests_in_flight(gate: Path) -> None:
+    """send/recv: server 0 dies while server 1 is still in a step. Recovering server 0 must
+    not abandon server 1's request: its sub-env gets its real result later, not a loss."""
+    provider = LocalProvider(ENTERING_SPEC, num_servers=2)
+    envs = OpenEnvVectorEnv(
+        codec=counter_codec(),
+        num_envs=4,
+        provider=provider,
+        protocol="batch",
+        timeouts=TIMEOUTS,
+        on_server_loss="restart",
+    )
+    try:
+        envs.reset(seed=0, options={"gate": str(gate)})
+        kill_server(provider, 0)
+        envs.send([0, SLOW], env_ids=[0, 2])  # sub-env 2 holds server 1 in its step
+        *_, truncated, infos = envs.recv(batch_size=1)
+        assert infos["env_id"].tolist() == [0]
+        assert truncated.tolist() == [True]  # server 0's sub-env: lost
+        gate.touch()  # server 1 finishes its step
+        *_, truncated, infos = envs.recv(batch_size=1)
+        assert infos["env_id"].tolist() == [2]
+        assert truncated.tolist() == [False]
+        assert not infos.get("server_lost", np.zeros(1, dtype=bool)).any()
+    finally:
+        envs.close()
