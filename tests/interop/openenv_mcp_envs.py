@@ -33,8 +33,8 @@ from pydantic import Field
 
 __all__ = [
     "ECHO_READY",
-    "ConnectionCountingEnvironment",
     "FLAGS",
+    "ConnectionCountingEnvironment",
     "LineWalkEnvironment",
     "McpEchoEnvironment",
     "SoloConnectionCounting",
