@@ -238,6 +238,29 @@ def test_a_wrong_id_gets_a_hint(servers: dict[str, tuple[str, str | None]]) -> N
         assert isinstance(later.value.__cause__, RemoteProtocolError)
 
 
+def test_a_wrong_id_gets_a_hint_on_a_reply_the_single_env_cannot_read(
+    servers: dict[str, tuple[str, str | None]],
+) -> None:
+    echo_url, echo_token = servers["echo"]
+    with OpenEnvEnv("catch", base_url=echo_url, token=echo_token) as env:
+        with pytest.raises(RemoteProtocolError, match="a catch server") as caught:
+            env.reset(seed=0)  # Echo's reply is no Catch board
+        assert f"is {echo_url} a catch server?" in str(caught.value)
+        assert type(caught.value.__cause__) is RemoteProtocolError
+
+
+def test_a_single_envs_request_headers_carry_its_token(
+    servers: dict[str, tuple[str, str | None]],
+) -> None:
+    url, token = servers["echo"]
+    assert token
+    with OpenEnvEnv("echo", base_url=url, token=token) as env:
+        assert env.request_headers() == env.request_headers(0)
+        assert env.request_headers(0)["Authorization"] == f"Bearer {token}"
+        with pytest.raises(IndexError, match=r"one server \(0\), not 1"):
+            env.request_headers(1)
+
+
 def test_no_hint_for_our_own_servers() -> None:
     with OpenEnvEnv("catch") as env:  # started by us: a catch server for sure
         env.reset(seed=0)
