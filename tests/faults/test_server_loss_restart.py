@@ -324,3 +324,34 @@ def test_vector_env_recovery_leaves_other_servers_requests_in_flight(gate: Path)
         assert not infos.get("server_lost", np.zeros(1, dtype=bool)).any()
     finally:
         envs.close()
+
+
+@pytest.mark.parametrize("protocol", PROTOCOLS)
+def test_vector_env_both_servers_killed_report_each_loss_once(protocol: str) -> None:
+    """Every server lost in one step (an outcome per server, recovered together): each
+    lost sub-env is truncated in that step only, never again at its next step (SAME_STEP
+    resets them at once, so nothing else clears their loss)."""
+    provider = LocalProvider(SPEC, num_servers=2)
+    envs = OpenEnvVectorEnv(
+        codec=counter_codec(),
+        num_envs=4,
+        provider=provider,
+        protocol=protocol,
+        timeouts=TIMEOUTS,
+        autoreset_mode=AutoresetMode.SAME_STEP,
+        on_server_loss="restart",
+    )
+    try:
+        envs.reset(seed=10)
+        kill_server(provider, 0)
+        kill_server(provider, 1)
+        obs, _, _, truncated, infos = envs.step([0] * 4)
+        assert truncated.tolist() == [True] * 4
+        assert infos["server_lost"].tolist() == [True] * 4
+        assert obs.tolist() == [0, 0, 0, 0]  # reset at once on the new servers
+        obs, _, _, truncated, infos = envs.step([0] * 4)
+        assert obs.tolist() == [1, 1, 1, 1]
+        assert not truncated.any()
+        assert "server_lost" not in infos
+    finally:
+        envs.close()
