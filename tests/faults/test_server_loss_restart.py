@@ -12,6 +12,7 @@ import signal
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -298,18 +299,26 @@ def test_single_env_a_failed_recovery_leaves_the_lost_session_closed(protocol: s
         server.close()
 
 
+def restarting(
+    provider: LocalProvider, protocol: str = "batch", **options: Any
+) -> OpenEnvVectorEnv:
+    """Four counter sub-envs on the provider's servers (0, 1 on server 0), ``restart``."""
+    return OpenEnvVectorEnv(
+        codec=counter_codec(),
+        num_envs=4,
+        provider=provider,
+        protocol=protocol,
+        timeouts=TIMEOUTS,
+        on_server_loss="restart",
+        **options,
+    )
+
+
 def test_vector_env_recovery_leaves_other_servers_requests_in_flight(gate: Path) -> None:
     """send/recv: server 0 dies while server 1 is still in a step. Recovering server 0 must
     not abandon server 1's request: its sub-env gets its real result later, not a loss."""
     provider = LocalProvider(ENTERING_SPEC, num_servers=2)
-    envs = OpenEnvVectorEnv(
-        codec=counter_codec(),
-        num_envs=4,
-        provider=provider,
-        protocol="batch",
-        timeouts=TIMEOUTS,
-        on_server_loss="restart",
-    )
+    envs = restarting(provider)
     try:
         envs.reset(seed=0, options={"gate": str(gate)})
         kill_server(provider, 0)
@@ -332,15 +341,7 @@ def test_vector_env_both_servers_killed_report_each_loss_once(protocol: str) -> 
     lost sub-env is truncated in that step only, never again at its next step (SAME_STEP
     resets them at once, so nothing else clears their loss)."""
     provider = LocalProvider(SPEC, num_servers=2)
-    envs = OpenEnvVectorEnv(
-        codec=counter_codec(),
-        num_envs=4,
-        provider=provider,
-        protocol=protocol,
-        timeouts=TIMEOUTS,
-        autoreset_mode=AutoresetMode.SAME_STEP,
-        on_server_loss="restart",
-    )
+    envs = restarting(provider, protocol, autoreset_mode=AutoresetMode.SAME_STEP)
     try:
         envs.reset(seed=10)
         kill_server(provider, 0)
