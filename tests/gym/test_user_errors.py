@@ -209,7 +209,7 @@ def test_bad_method_arguments_raise_typed_errors(servers):
         # one seed rule for every env (issue 25, item 3): tests/gym/test_seeds_and_errors.py
         with pytest.raises(ArgumentTypeError, match="seed must be a non-negative integer"):
             env.reset(seed="7")
-        with pytest.raises(ArgumentTypeError, match="options must be a dict or None, got 5$"):
+        with pytest.raises(ArgumentTypeError, match=r"options must be a dict or None, got 5$"):
             env.reset(options=5)  # the message names what was given
         env.reset(seed=7)
 
