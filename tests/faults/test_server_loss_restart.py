@@ -183,6 +183,8 @@ def test_vector_env_restarts_a_killed_server(protocol: str, mode: AutoresetMode)
         assert infos["server_lost"].tolist() == [True, True, False, False]
         assert infos["_server_lost"].tolist() == [True, True, False, False]
         assert provider.pids[1] == survivor
+        # the new connection speaks the protocol the env was made with (not a fresh "auto")
+        assert [shard.protocol for shard in envs.engine.dispatcher.shards] == [protocol] * 2
         if mode is AutoresetMode.NEXT_STEP:
             assert obs.tolist() == [11, 12, 14, 15]  # the lost ones: their last observation
             obs, rewards, terminated, truncated, _ = envs.step([0] * 4)
