@@ -358,3 +358,19 @@ def test_vector_env_both_servers_killed_report_each_loss_once(protocol: str) -> 
         assert "server_lost" not in infos
     finally:
         envs.close()
+
+
+def test_vector_env_a_siblings_real_end_in_a_loss_step_stays_terminated() -> None:
+    """Server 0 lost in the step where the episodes on server 1 end: those end terminated
+    (not truncated), the lost ones truncated (not terminated)."""
+    provider = LocalProvider(SPEC, num_servers=2)
+    envs = restarting(provider)
+    try:
+        envs.reset(seed=0, options={"episode_length": 1})  # every episode ends at its step
+        kill_server(provider, 0)
+        _, _, terminated, truncated, infos = envs.step([0] * 4)
+        assert terminated.tolist() == [False, False, True, True]
+        assert truncated.tolist() == [True, True, False, False]
+        assert infos["server_lost"].tolist() == [True, True, False, False]
+    finally:
+        envs.close()
