@@ -374,3 +374,23 @@ def test_vector_env_a_siblings_real_end_in_a_loss_step_stays_terminated() -> Non
         assert infos["server_lost"].tolist() == [True, True, False, False]
     finally:
         envs.close()
+
+
+def test_vector_env_an_idle_sub_envs_loss_is_reported_once_same_step() -> None:
+    """SAME_STEP: a sub-env idle when its server was lost learns it at its next step (and
+    is reset at once); its step after that is a normal one, not the loss again."""
+    provider = LocalProvider(SPEC, num_servers=2)
+    envs = restarting(provider, autoreset_mode=AutoresetMode.SAME_STEP)
+    try:
+        envs.reset(seed=0)
+        kill_server(provider, 0)
+        envs.send([0], env_ids=[0])  # sub-env 1, on the same server, stays idle
+        envs.recv(batch_size=1)
+        for truncated_now in (True, False):
+            envs.send([0], env_ids=[1])
+            obs, _, _, truncated, infos = envs.recv(batch_size=1)
+            assert truncated.tolist() == [truncated_now]
+            assert infos.get("server_lost", np.zeros(1, dtype=bool)).tolist() == [truncated_now]
+        assert obs.tolist() == [1]  # reset at the loss, then one step
+    finally:
+        envs.close()
