@@ -365,7 +365,7 @@ class McpEndpoint:
         if callable(opener) and getattr(env, "mcp_client", None) is not None:
             entered: asyncio.Future[None] = asyncio.get_running_loop().create_future()
             session.holder = asyncio.get_running_loop().create_task(
-                _hold(opener, entered, session.closing)
+                hold_open(opener, entered, session.closing)
             )
             try:
                 await entered
@@ -460,7 +460,7 @@ class McpEndpoint:
             await asyncio.gather(*self._closing, return_exceptions=True)
 
 
-async def _hold(
+async def hold_open(
     opener: Callable[[], Any], entered: asyncio.Future[None], closing: asyncio.Event
 ) -> None:
     """Enter ``opener()`` and stay inside until ``closing`` (one task enters and exits it)."""
@@ -557,7 +557,7 @@ async def hold_mcp(env: Any) -> None:
     loop = asyncio.get_running_loop()
     entered: asyncio.Future[None] = loop.create_future()
     leave = asyncio.Event()
-    held = _Held(env, loop.create_task(_hold(opener, entered, leave)), leave, loop)
+    held = _Held(env, loop.create_task(hold_open(opener, entered, leave)), leave, loop)
     _HELD[id(env)] = held
     try:
         await asyncio.shield(entered)

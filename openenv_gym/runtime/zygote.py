@@ -40,6 +40,8 @@ import sys
 from collections.abc import Callable
 from typing import Any
 
+from openenv_gym.runtime.mcp import hold_open
+
 __all__ = [
     "FRAME_LIMIT",
     "RemoteError",
@@ -103,9 +105,19 @@ def _recv_exactly(sock: socket.socket, size: int) -> bytes | None:
     return b"".join(chunks)
 
 
-def read_frame(sock: socket.socket) -> tuple[Any, list[int]] | None:
-    """Read one frame (blocking) and any descriptors sent with it; None at end of stream."""
-    head, fds, _, _ = socket.recv_fds(sock, _HEAD.size, 4)
+def read_frame(sock: socket.socket, *, fds: bool = True) -> tuple[Any, list[int]] | None:
+    """Read one frame (blocking) and any descriptors sent with it; None at end of stream.
+
+    ``fds=False``: a socket that never carries descriptors (a worker's), read with plain
+    ``recv`` (no ancillary buffer per frame).
+
+    Raises:
+        ValueError: The frame is over :data:`FRAME_LIMIT`.
+    """
+    if fds:
+        head, received, _, _ = socket.recv_fds(sock, _HEAD.size, 4)
+    else:
+        head, received = sock.recv(_HEAD.size), []
     if not head:
         return None
     if len(head) < _HEAD.size:
@@ -119,7 +131,7 @@ def read_frame(sock: socket.socket) -> tuple[Any, list[int]] | None:
     body = _recv_exactly(sock, size)
     if body is None:
         return None
-    return pickle.loads(body), list(fds)
+    return pickle.loads(body), list(received)
 
 
 def _carried(exc: BaseException) -> BaseException:
@@ -268,16 +280,12 @@ class _Worker:
         sock = self.sock
         while True:
             try:
-                head = _recv_exactly(sock, _HEAD.size)
-                (size,) = _HEAD.unpack(head) if head is not None else (None,)
-                if size is None or size > FRAME_LIMIT:
-                    return  # the server is gone (or mad)
-                body = _recv_exactly(sock, size)
-                if body is None:
-                    return
-                request = pickle.loads(body)
+                frame = read_frame(sock, fds=False)
             except (OSError, ValueError, pickle.UnpicklingError):
+                return  # the server is gone (or mad)
+            if frame is None:
                 return
+            request = frame[0]
             try:
                 reply: tuple[str, Any] = ("ok", self._answer_now(request, loop))
             except Exception as exc:
@@ -373,22 +381,12 @@ class _Worker:
     async def _hold_mcp(self) -> None:
         env = self._env()
         opener = getattr(env, "mcp_session", None)
-        context = opener() if callable(opener) else env.mcp_client
+        if not callable(opener):
+            client = env.mcp_client
+            opener = lambda: client  # noqa: E731 - FastMCP's client is its own context
         entered: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         leave = self.mcp_exit = asyncio.Event()
-
-        async def hold() -> None:
-            try:
-                async with context:
-                    entered.set_result(None)
-                    await leave.wait()
-            except BaseException as exc:
-                if not entered.done():
-                    entered.set_exception(exc if isinstance(exc, Exception) else RuntimeError())
-                    return
-                raise
-
-        self.mcp_task = asyncio.get_running_loop().create_task(hold())
+        self.mcp_task = asyncio.get_running_loop().create_task(hold_open(opener, entered, leave))
         await entered
 
     async def _release_mcp(self) -> None:
