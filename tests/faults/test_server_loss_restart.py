@@ -131,18 +131,38 @@ def test_single_env_reset_resent_after_a_kill(protocol: str) -> None:
         env.close()
 
 
-@pytest.mark.parametrize("protocol", PROTOCOLS)
-def test_single_env_reconnects_when_only_the_connection_dropped(protocol: str, gate: Path) -> None:
-    server = LocalProvider(SPEC)
-    proxy = CutProxy(("127.0.0.1", int(server.start()[0].rsplit(":", 1)[1])))
-    env = OpenEnvEnv(
+def restarting(
+    provider: LocalProvider, protocol: str = "batch", **options: Any
+) -> OpenEnvVectorEnv:
+    """Four counter sub-envs on the provider's servers (0, 1 on server 0), ``restart``."""
+    return OpenEnvVectorEnv(
         codec=counter_codec(),
-        base_url=proxy.url,
+        num_envs=4,
+        provider=provider,
+        protocol=protocol,
+        timeouts=TIMEOUTS,
+        on_server_loss="restart",
+        **options,
+    )
+
+
+def restarting_at(url: str, server: LocalProvider, protocol: str) -> OpenEnvEnv:
+    """A counter single env at ``url`` (the server's own, or a proxy's), ``restart``."""
+    return OpenEnvEnv(
+        codec=counter_codec(),
+        base_url=url,
         token=server.token(0),
         protocol=protocol,
         timeouts=TIMEOUTS,
         on_server_loss="restart",
     )
+
+
+@pytest.mark.parametrize("protocol", PROTOCOLS)
+def test_single_env_reconnects_when_only_the_connection_dropped(protocol: str, gate: Path) -> None:
+    server = LocalProvider(SPEC)
+    proxy = CutProxy(("127.0.0.1", int(server.start()[0].rsplit(":", 1)[1])))
+    env = restarting_at(proxy.url, server, protocol)
     try:
         env.reset(seed=10)
         proxy.cut()
@@ -160,15 +180,7 @@ def test_single_env_reconnects_when_only_the_connection_dropped(protocol: str, g
 @pytest.mark.parametrize("mode", [AutoresetMode.NEXT_STEP, AutoresetMode.SAME_STEP])
 def test_vector_env_restarts_a_killed_server(protocol: str, mode: AutoresetMode) -> None:
     provider = LocalProvider(SPEC, num_servers=2)  # sub-envs 0, 1 on server 0; 2, 3 on 1
-    envs = OpenEnvVectorEnv(
-        codec=counter_codec(),
-        num_envs=4,
-        provider=provider,
-        protocol=protocol,
-        timeouts=TIMEOUTS,
-        autoreset_mode=mode,
-        on_server_loss="restart",
-    )
+    envs = restarting(provider, protocol, autoreset_mode=mode)
     try:
         envs.reset(seed=10)
         assert envs.step([0] * 4)[0].tolist() == [11, 12, 13, 14]
@@ -203,14 +215,7 @@ def test_vector_env_restarts_a_killed_server(protocol: str, mode: AutoresetMode)
 @pytest.mark.parametrize("protocol", PROTOCOLS)
 def test_vector_env_server_killed_mid_step(protocol: str, gate: Path) -> None:
     provider = LocalProvider(ENTERING_SPEC, num_servers=2)
-    envs = OpenEnvVectorEnv(
-        codec=counter_codec(),
-        num_envs=4,
-        provider=provider,
-        protocol=protocol,
-        timeouts=TIMEOUTS,
-        on_server_loss="restart",
-    )
+    envs = restarting(provider, protocol)
     try:
         envs.reset(seed=0, options={"gate": str(gate)})
         envs.step_async([SLOW, 0, 0, 0])  # server 0 is busy in the env when it dies
@@ -228,14 +233,7 @@ def test_vector_env_server_killed_mid_step(protocol: str, gate: Path) -> None:
 
 def test_vector_env_send_recv_reports_idle_sub_envs_at_their_next_step() -> None:
     provider = LocalProvider(SPEC, num_servers=2)
-    envs = OpenEnvVectorEnv(
-        codec=counter_codec(),
-        num_envs=4,
-        provider=provider,
-        protocol="batch",
-        timeouts=TIMEOUTS,
-        on_server_loss="restart",
-    )
+    envs = restarting(provider)
     try:
         envs.reset(seed=0)
         kill_server(provider, 0)
@@ -281,14 +279,7 @@ def test_single_env_a_failed_recovery_leaves_the_lost_session_closed(protocol: s
     """A server that cannot be started again (not ours: a URL): the step raises, and the
     lost session is closed (its socket released), not left open behind the env."""
     server = LocalProvider(SPEC)
-    env = OpenEnvEnv(
-        codec=counter_codec(),
-        base_url=server.start()[0],
-        token=server.token(0),
-        protocol=protocol,
-        timeouts=TIMEOUTS,
-        on_server_loss="restart",
-    )
+    env = restarting_at(server.start()[0], server, protocol)
     try:
         env.reset(seed=1)
         lost = env.session
@@ -299,21 +290,6 @@ def test_single_env_a_failed_recovery_leaves_the_lost_session_closed(protocol: s
     finally:
         env.close()
         server.close()
-
-
-def restarting(
-    provider: LocalProvider, protocol: str = "batch", **options: Any
-) -> OpenEnvVectorEnv:
-    """Four counter sub-envs on the provider's servers (0, 1 on server 0), ``restart``."""
-    return OpenEnvVectorEnv(
-        codec=counter_codec(),
-        num_envs=4,
-        provider=provider,
-        protocol=protocol,
-        timeouts=TIMEOUTS,
-        on_server_loss="restart",
-        **options,
-    )
 
 
 def test_vector_env_recovery_leaves_other_servers_requests_in_flight(gate: Path) -> None:
