@@ -179,6 +179,8 @@ class CutProxy:
         self._listener.setblocking(False)
         self.port = self._listener.getsockname()[1]
         self._pairs: list[tuple[socket.socket, socket.socket]] = []
+        self.accepted = 0
+        """How many connections it has accepted in all."""
         self._only: int | None = None
         self._stop = False
         self._cut = threading.Event()
@@ -214,6 +216,7 @@ class CutProxy:
             for sock in (client, upstream):
                 sock.setblocking(False)
             self._pairs.append((client, upstream))
+            self.accepted += 1
             self._selector.register(client, selectors.EVENT_READ, upstream)
             self._selector.register(upstream, selectors.EVENT_READ, client)
 

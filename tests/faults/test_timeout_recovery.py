@@ -24,11 +24,21 @@ import signal
 import threading
 import time
 from collections.abc import Iterator
+from pathlib import Path
 
 import numpy as np
 import pytest
-from fault_support import counter_servers, detected, no_leftovers  # noqa: F401
-from openenv_gym_vector_envs import SPEC, counter_codec
+from fault_support import (  # noqa: F401
+    HANG,
+    Proxied,
+    counter_servers,
+    detected,
+    no_leftovers,
+    wait_for,
+)
+from gymnasium.vector import AutoresetMode
+from openenv_gym_fault_envs import ENTERING_SPEC, entered
+from openenv_gym_vector_envs import SLOW, SPEC, counter_codec
 
 from openenv_gym.env import OpenEnvEnv
 from openenv_gym.exceptions import EnvErrorGroup, RequestTimeoutError, UsageError
@@ -173,3 +183,76 @@ def test_close_returns_promptly_while_a_server_is_stopped(
         started = time.monotonic()
         envs.close()  # server 0 still stopped: its sockets never answer the close
         detected(f"close() with a stopped server ({protocol})", started)  # a figure only
+
+
+@pytest.mark.parametrize("mode", [AutoresetMode.NEXT_STEP, AutoresetMode.SAME_STEP])
+def test_restart_reports_the_requests_left_on_a_timed_out_connection(
+    tmp_path: Path, mode: AutoresetMode
+) -> None:
+    """send/recv over JSON (a connection per sub-env), two servers, each holding one
+    sub-env's step. Each server's other sub-env sends its step later, after the first
+    one's timeout has passed, so that request is still in flight on the old connection
+    when the env reconnects. Each server answers the reconnect (the test lets it finish
+    its held step once the env connects again): the timed-out sub-envs and the ones whose
+    request was left behind are each reported lost once (truncated, ``server_lost``), and
+    every sub-env steps on over the new connections. No server is restarted."""
+    gates = [tmp_path / "gate-0", tmp_path / "gate-1"]
+    provider = Proxied(ENTERING_SPEC, num_servers=2)  # sub-envs 0, 1 on server 0; 2, 3 on 1
+    envs = OpenEnvVectorEnv(
+        codec=counter_codec(),
+        num_envs=4,
+        provider=provider,
+        protocol="json",
+        timeouts={"step": STEP_TIMEOUT, "connect": 30.0, "close": 1.0},
+        on_server_loss="restart",
+        autoreset_mode=mode,
+    )
+    try:
+        pids = provider.pids
+        envs.reset(seed=10, options={"gate": str(gates[0])})
+        envs.reset(
+            seed=10,
+            options={"gate": str(gates[1]), "reset_mask": np.array([False, False, True, True])},
+        )
+        accepted = [proxy.accepted for proxy in provider.proxies]
+        sent = time.monotonic()
+        envs.send([SLOW, SLOW], env_ids=[0, 2])  # each server holds its sub-env's step
+        for gate in gates:
+            wait_for(entered(gate).exists, "each server starting its SLOW step")
+        # the order this test is about: the held steps' timeout passes before the others send
+        wait_for(lambda: time.monotonic() > sent + STEP_TIMEOUT, "the held steps' timeout")
+        envs.send([0, 0], env_ids=[1, 3])
+
+        def let_each_server_answer_the_reconnect() -> None:
+            for k, gate in enumerate(gates):  # shards are reconnected one after the other
+                wait_for(
+                    lambda k=k: provider.proxies[k].accepted > accepted[k],
+                    f"the env connecting to server {k} again",
+                )
+                gate.touch()
+
+        opener = threading.Thread(target=let_each_server_answer_the_reconnect, daemon=True)
+        opener.start()
+        seen = {}
+        for _ in range(2):
+            obs, rewards, terminated, truncated, infos = envs.recv(batch_size=2)
+            for j, i in enumerate(infos["env_id"].tolist()):
+                seen[i] = (
+                    int(obs[j]),
+                    float(rewards[j]),
+                    bool(terminated[j]),
+                    bool(truncated[j]),
+                    bool(infos["server_lost"][j]),
+                )
+        opener.join(HANG)
+        fresh = mode is AutoresetMode.SAME_STEP  # lost sub-envs reset at once (unseeded: 0)
+        assert seen == {i: (0 if fresh else 10 + i, 0.0, False, True, True) for i in range(4)}
+        assert provider.restarts == []  # timed out, not lost: the same servers answered
+        assert provider.pids == pids
+        for _ in range(2):  # then steps as usual, none reported lost again
+            obs, _, terminated, truncated, infos = envs.step([0, 0, 0, 0])
+            assert not (terminated | truncated).any()
+            assert "server_lost" not in infos
+        assert obs.tolist() == [2 if fresh else 1] * 4  # reset (unseeded: 0), then counted
+    finally:
+        envs.close()
