@@ -5,7 +5,7 @@
   (its SLOW action blocks the server until a gate file exists) and the envs of
   :mod:`openenv_gym_fault_envs` (the same, and it says when it is inside the step).
 * :class:`CutProxy` -- a TCP proxy on 127.0.0.1 whose connections can be dropped at once
-  (RST), while the server behind it keeps running.
+  (RST), while the server behind it keeps running, or stalled (nothing more forwarded).
 * :class:`Watched` -- a local provider that records every restart it is asked for.
 * :class:`Proxied` -- a provider whose servers are reached through :class:`CutProxy` s.
 * :func:`wait_for` -- wait for a condition with a deadline that only stops a hang.
@@ -184,6 +184,8 @@ class CutProxy:
         self._only: int | None = None
         self._stop = False
         self._cut = threading.Event()
+        self._stall = threading.Event()
+        self._stalled: list[tuple[socket.socket, socket.socket]] = []
         self._cut_done = threading.Event()
         self._selector = selectors.DefaultSelector()
         self._selector.register(self._listener, selectors.EVENT_READ)
@@ -201,6 +203,10 @@ class CutProxy:
                 self._reset_all()
                 self._cut.clear()
                 self._cut_done.set()
+            if self._stall.is_set():
+                self._stall_all()
+                self._stall.clear()
+                self._cut_done.set()
             for key, _ in self._selector.select(0.01):
                 sock = key.fileobj
                 assert isinstance(sock, socket.socket)
@@ -212,11 +218,15 @@ class CutProxy:
     def _accept(self) -> None:
         with contextlib.suppress(BlockingIOError):
             client, _ = self._listener.accept()
-            upstream = socket.create_connection(self.target)
+            self.accepted += 1
+            try:
+                upstream = socket.create_connection(self.target)
+            except OSError:  # the server is gone: the client sees its connection closed
+                client.close()
+                return
             for sock in (client, upstream):
                 sock.setblocking(False)
             self._pairs.append((client, upstream))
-            self.accepted += 1
             self._selector.register(client, selectors.EVENT_READ, upstream)
             self._selector.register(upstream, selectors.EVENT_READ, client)
 
@@ -250,6 +260,22 @@ class CutProxy:
         self._cut.set()
         assert self._cut_done.wait(HANG), "the proxy did not cut its connections"
 
+    def stall(self) -> None:
+        """Stop forwarding on every connection it has now, and pass no close on: the client
+        hears nothing more (as behind a network that drops everything), whatever the server
+        does. New connections are forwarded as before."""
+        self._cut_done.clear()
+        self._stall.set()
+        assert self._cut_done.wait(HANG), "the proxy did not stall its connections"
+
+    def _stall_all(self) -> None:
+        pairs, self._pairs = self._pairs, []
+        for pair in pairs:
+            for sock in pair:
+                with contextlib.suppress(KeyError, ValueError):
+                    self._selector.unregister(sock)
+        self._stalled += pairs
+
     @property
     def connections(self) -> int:
         """How many connections it forwards now."""
@@ -271,5 +297,7 @@ class CutProxy:
         self._stop = True
         self._thread.join(5)
         self._reset_all()
+        for pair in self._stalled:
+            self._drop(*pair)
         self._drop(self._listener)
         self._selector.close()

@@ -7,6 +7,7 @@ as ``truncated=True`` with ``info["server_lost"]``; the vector env then autorese
 
 from __future__ import annotations
 
+import asyncio
 import os
 import signal
 import time
@@ -18,6 +19,7 @@ import numpy as np
 import pytest
 from fault_support import (  # noqa: F401
     CutProxy,
+    Proxied,
     counter_servers,
     detected,
     no_leftovers,
@@ -27,6 +29,7 @@ from gymnasium.vector import AutoresetMode
 from openenv_gym_fault_envs import ENTERING_SPEC, entered
 from openenv_gym_vector_envs import SLOW, SPEC, counter_codec
 
+from openenv_gym.aio import AsyncOpenEnvVectorEnv
 from openenv_gym.env import OpenEnvEnv
 from openenv_gym.exceptions import (
     ConfigurationError,
@@ -370,3 +373,76 @@ def test_vector_env_an_idle_sub_envs_loss_is_reported_once_same_step() -> None:
         assert obs.tolist() == [1]  # reset at the loss, then one step
     finally:
         envs.close()
+
+
+@pytest.mark.parametrize("protocol", PROTOCOLS)
+def test_vector_env_restarts_a_server_that_died_after_its_step_timed_out(protocol: str) -> None:
+    """The network to server 0 goes silent (its proxy forwards nothing more, and passes no
+    close on), then the server dies: the env sees a timeout, not a lost connection. A
+    timed-out server is only reconnected to, never restarted for being slow, but this one
+    is gone: the env starts it again, and its sub-envs are truncated and step on."""
+    provider = Proxied(SPEC)
+    envs = OpenEnvVectorEnv(
+        codec=counter_codec(),
+        num_envs=2,
+        provider=provider,
+        protocol=protocol,
+        timeouts={"step": 2.0, "connect": 30.0, "close": 1.0},
+        on_server_loss="restart",
+    )
+    try:
+        envs.reset(seed=10)
+        provider.proxies[0].stall()
+        os.kill(provider.pids[0], signal.SIGKILL)
+        wait_for(lambda: not provider.alive(0), "server 0 gone")
+        obs, rewards, terminated, truncated, infos = envs.step([0, 0])
+        assert provider.restarts == [0]
+        assert obs.tolist() == [10, 11]  # the last observations
+        assert rewards.tolist() == [0.0, 0.0]
+        assert truncated.tolist() == [True, True]
+        assert not terminated.any()
+        assert infos["server_lost"].tolist() == [True, True]
+        envs.step([0, 0])  # autoreset on the new server
+        obs, _, terminated, truncated, infos = envs.step([0, 0])
+        assert obs.tolist() == [1, 1]
+        assert not (terminated | truncated).any()
+        assert "server_lost" not in infos
+    finally:
+        envs.close()
+
+
+def test_async_vector_env_closes_a_reconnection_its_cancelled_step_left(gate: Path) -> None:
+    """asyncio: a step whose connection was lost is cancelled while the env connects to
+    the server again (the server holds a step, so the new connection waits for it). The
+    connection made after the cancel is closed once it comes, not left open on the server."""
+    provider = Proxied(ENTERING_SPEC)
+
+    async def main() -> None:
+        async with await AsyncOpenEnvVectorEnv.create(
+            codec=counter_codec(),
+            num_envs=2,
+            provider=provider,
+            protocol="batch",
+            timeouts={"step": 30.0, "connect": 30.0, "close": 1.0},
+            on_server_loss="restart",
+        ) as envs:
+            await envs.reset(seed=0, options={"gate": str(gate)})
+            proxy = provider.proxies[0]
+            accepted = proxy.accepted
+            step = asyncio.ensure_future(envs.step([SLOW, 0]))
+            await asyncio.to_thread(wait_for, entered(gate).exists, "the server in its step")
+            proxy.cut()  # lost while the server holds the step: the env connects again
+            await asyncio.to_thread(
+                wait_for, lambda: proxy.accepted > accepted, "the env connecting again"
+            )
+            step.cancel()
+            with pytest.raises(asyncio.CancelledError):
+                await step
+            assert proxy.connections == 1  # the new connection, still waiting for the server
+            await asyncio.to_thread(gate.touch)  # the server answers it: nobody will use it
+            await asyncio.to_thread(
+                wait_for, lambda: proxy.connections == 0, "the unused connection closed"
+            )
+        assert provider.restarts == []  # it answered: reconnected, not restarted
+
+    asyncio.run(main())
