@@ -9,6 +9,9 @@ one loop, cancelled calls, one call at a time, closing under a waiting call, uvl
 from __future__ import annotations
 
 import asyncio
+import dataclasses
+import os
+import signal
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any, TypeVar
@@ -19,19 +22,22 @@ import pytest
 import uvloop
 from gymnasium.utils.env_checker import data_equivalence
 from gymnasium.vector import AutoresetMode
-from openenv_gym_vector_envs import SLOW, counter_codec
+from openenv_gym_vector_envs import SLOW, SPEC, counter_codec, subprocess_pythonpath
 
 import openenv_gym
 import openenv_gym.aio
 from openenv_gym.aio import AsyncOpenEnvEnv, AsyncOpenEnvVectorEnv
 from openenv_gym.exceptions import (
     ConfigurationError,
+    ConnectionLostError,
     EnvClosedError,
     EnvErrorGroup,
     InvalidActionError,
     PendingCallError,
     ResetNeededError,
+    ServerValidationError,
 )
+from openenv_gym.providers import LocalProvider
 
 pytestmark = pytest.mark.integration
 
@@ -345,5 +351,51 @@ def test_errors_are_the_sync_envs(counter_url: str) -> None:
             assert caught.value.env_indices == [1]
             obs, *_ = await envs.step([0, 0, 0])  # nothing was sent
             assert obs.tolist() == [1, 1, 1]
+
+    run(main)
+
+
+# ------------------------------------------------------------------ refused actions, lost servers
+
+
+def test_an_action_the_server_refuses_raises_and_the_single_env_steps_on(counter_url: str) -> None:
+    # a codec that sends value - 1: action 0 goes out as -1, which the server's action
+    # model refuses (``ge=0``), though it is in the client's action space
+    codec = dataclasses.replace(
+        counter_codec(), encode_action=lambda action: {"value": int(action) - 1}
+    )
+
+    async def main() -> None:
+        async with await AsyncOpenEnvEnv.create(codec=codec, base_url=counter_url) as env:
+            await env.reset(seed=5, options={"episode_length": 100})
+            with pytest.raises(ServerValidationError):
+                await env.step(0)
+            obs, reward, terminated, truncated, _ = await env.step(2)
+            assert (int(obs), reward, terminated, truncated) == (6, 1.0, False, False)
+            assert (await env.state())["step_count"] == 1  # the refused step did not count
+
+    run(main)
+
+
+@pytest.mark.parametrize("on_server_loss", ["raise", "restart"])
+def test_single_env_whose_server_dies(monkeypatch: pytest.MonkeyPatch, on_server_loss: str) -> None:
+    monkeypatch.setenv("PYTHONPATH", subprocess_pythonpath())
+    provider = LocalProvider(SPEC)
+
+    async def main() -> None:
+        async with await AsyncOpenEnvEnv.create(
+            codec=counter_codec(), provider=provider, on_server_loss=on_server_loss
+        ) as env:
+            await env.reset(seed=5, options={"episode_length": 100})
+            os.kill(provider.pids[0], signal.SIGKILL)
+            if on_server_loss == "raise":
+                with pytest.raises(ConnectionLostError):
+                    await env.step(0)
+                return
+            obs, reward, terminated, truncated, info = await env.step(0)
+            assert (int(obs), reward, terminated, truncated) == (5, 0.0, False, True)
+            assert info["server_lost"] is True
+            obs, _ = await env.reset(seed=9)  # on the new server
+            assert int(obs) == 9
 
     run(main)
