@@ -1,4 +1,4 @@
-"""The benchmark tools: latency percentiles from numpy, and plot.py's exit status."""
+"""The benchmark tools: latency percentiles from numpy, plot.py's exit status, the process floor."""
 
 from __future__ import annotations
 
@@ -95,3 +95,23 @@ def test_the_busy_env_burns_in_its_batched_step_too(monkeypatch):
     batch = busy_env.BusyEnvironment.step_batch(envs, [EchoAction(message="hi")] * 3)
     assert burned == [busy_env.BUSY_US] * 3
     assert batch is not None
+
+
+def test_the_process_floor_round_trips_through_every_worker_and_reaps_them(capsys):
+    """process_floor.py measures real round trips (a worker that does not answer would hang
+    it) and leaves no worker behind."""
+    import process_floor
+    import psutil
+
+    before = {child.pid for child in psutil.Process().children()}
+    process_floor.main(
+        ["--workers", "1", "3", "--rounds", "20", "--repeats", "1", "--env-us", "10"]
+    )
+    lines = capsys.readouterr().out.splitlines()
+    assert [line.split(":")[0] for line in lines] == ["N=1", "N=3"]
+    for line in lines:
+        floor = float(line.split(": ")[1].split(" us")[0])
+        assert floor > 0
+        ceiling = float(line.rsplit("at most ", 1)[1].split("x")[0])
+        assert ceiling == pytest.approx(10 / (10 + floor), abs=0.01)
+    assert {child.pid for child in psutil.Process().children()} <= before  # all reaped
