@@ -319,7 +319,7 @@ class Engine:
     # ------------------------------------------------------------------ single env calls
     def reset_one(self, kwargs: dict[str, Any]) -> Op[ObservationReceived]:
         """Reset the one sub-env with ``kwargs`` (seed, options); its reply."""
-        if self.orphans or self.state is not CallState.DEFAULT:
+        if self._unsettled():
             yield from self._settle(Call.RESET)
         try:
             reply = yield One("reset", kwargs)
@@ -341,7 +341,7 @@ class Engine:
             ResetNeededError: No episode is running.
             InvalidActionError: ``action`` is outside the action space.
         """
-        if self.orphans or self.state is not CallState.DEFAULT:
+        if self._unsettled():
             yield from self._settle(Call.STEP_ASYNC)
         wire = self._wire_one(action)
         try:
@@ -360,7 +360,7 @@ class Engine:
         a lost server) goes through :meth:`step_one` and :func:`run`.
         """
         session = self.session
-        if self.orphans or self.state is not CallState.DEFAULT or session is None or self.broken:
+        if session is None or self._unsettled():
             return run(self, self.step_one(action))
         wire = self._wire_one(action)
         try:
@@ -370,6 +370,11 @@ class Engine:
         except LOST as exc:
             return run(self, self._lost_one(exc))
         return self._stepped_one(reply)
+
+    def _unsettled(self) -> bool:
+        """A single env's call must go through :meth:`_settle` first: calls were left
+        behind, or the env is closed or broken (each later call says so)."""
+        return bool(self.orphans) or self.state is not CallState.DEFAULT or self.broken is not None
 
     def _wire_one(self, action: Any) -> Mapping[str, Any]:
         episodes = self.episodes
