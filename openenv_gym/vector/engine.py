@@ -372,8 +372,11 @@ class Engine:
         return self._stepped_one(reply)
 
     def _unsettled(self) -> bool:
-        """A single env's call must go through :meth:`_settle` first: calls were left
-        behind, or the env is closed or broken (each later call says so)."""
+        """Whether a single env's call must go through :meth:`_settle` first.
+
+        It must when calls were left behind, or the env is closed or broken (each later
+        call says so).
+        """
         return bool(self.orphans) or self.state is not CallState.DEFAULT or self.broken is not None
 
     def _wire_one(self, action: Any) -> Mapping[str, Any]:

@@ -27,6 +27,7 @@ from openenv_gym_vector_envs import SLOW, SPEC, counter_codec, subprocess_python
 import openenv_gym
 import openenv_gym.aio
 from openenv_gym.aio import AsyncOpenEnvEnv, AsyncOpenEnvVectorEnv
+from openenv_gym.env import OpenEnvEnv
 from openenv_gym.exceptions import (
     ConfigurationError,
     ConnectionLostError,
@@ -242,6 +243,23 @@ def test_a_cancelled_step_leaves_the_single_env_consistent(
     run(main)
 
 
+def test_a_reset_after_a_cancelled_step_takes_that_steps_reply_first(
+    counter_url: str, gate: Path
+) -> None:
+    async def main() -> None:
+        async with await AsyncOpenEnvEnv.create(codec=counter_codec(), base_url=counter_url) as env:
+            await env.reset(seed=10, options={"gate": str(gate), "episode_length": 100})
+            with pytest.raises(TimeoutError):
+                await asyncio.wait_for(env.step(SLOW), 0.3)  # the server holds it
+            open_gate(gate)
+            obs, _ = await env.reset(seed=20)  # not the cancelled step's reply (11)
+            assert int(obs) == 20
+            obs, reward, *_ = await env.step(0)
+            assert (int(obs), reward) == (21, 1.0)
+
+    run(main)
+
+
 def test_a_cancelled_step_ending_the_episode_counts(counter_url: str, gate: Path) -> None:
     async def main() -> None:
         async with await AsyncOpenEnvEnv.create(codec=counter_codec(), base_url=counter_url) as env:
@@ -359,6 +377,7 @@ def test_errors_are_the_sync_envs(counter_url: str) -> None:
 
 
 def test_an_action_the_server_refuses_raises_and_the_single_env_steps_on(counter_url: str) -> None:
+    """The asyncio single env, and the sync one beside it (its lean step path)."""
     # a codec that sends value - 1: action 0 goes out as -1, which the server's action
     # model refuses (``ge=0``), though it is in the client's action space
     codec = dataclasses.replace(
@@ -375,6 +394,15 @@ def test_an_action_the_server_refuses_raises_and_the_single_env_steps_on(counter
             assert (await env.state())["step_count"] == 1  # the refused step did not count
 
     run(main)
+    sync = OpenEnvEnv(codec=codec, base_url=counter_url)
+    try:
+        sync.reset(seed=5, options={"episode_length": 100})
+        with pytest.raises(ServerValidationError):
+            sync.step(0)
+        obs, reward, terminated, truncated, _ = sync.step(2)
+        assert (int(obs), reward, terminated, truncated) == (6, 1.0, False, False)
+    finally:
+        sync.close()
 
 
 @pytest.mark.parametrize("on_server_loss", ["raise", "restart"])

@@ -134,6 +134,22 @@ def test_single_env_reset_resent_after_a_kill(protocol: str) -> None:
         env.close()
 
 
+@pytest.mark.parametrize("protocol", PROTOCOLS)
+def test_single_env_reset_after_a_kill_raises_with_raise(protocol: str) -> None:
+    """``on_server_loss="raise"`` (the default): the lost connection is the reset's error,
+    and the env is not broken by it (only a timeout breaks an env)."""
+    provider = LocalProvider(SPEC)
+    env = OpenEnvEnv(codec=counter_codec(), provider=provider, protocol=protocol, timeouts=TIMEOUTS)
+    try:
+        env.reset(seed=1)
+        kill_server(provider)
+        with pytest.raises(ConnectionLostError):
+            env.reset(seed=3)
+        assert env.unwrapped._engine.broken is None
+    finally:
+        env.close()
+
+
 def restarting(
     provider: LocalProvider, protocol: str = "batch", **options: Any
 ) -> OpenEnvVectorEnv:

@@ -134,7 +134,7 @@ def test_raise_says_the_env_is_broken_after_a_timeout(protocol: str) -> None:
                 envs.step(np.ones(N, dtype=np.int64))
             assert all(isinstance(caught.value.errors[i], RequestTimeoutError) for i in FROZEN)
         for call in (lambda: envs.step(np.ones(N, dtype=np.int64)), lambda: envs.reset(seed=1)):
-            with pytest.raises(UsageError, match="environment is broken.*close it") as later:
+            with pytest.raises(UsageError, match=r"environment is broken.*close it") as later:
                 call()
             assert not isinstance(later.value, TimeoutError)
     finally:
@@ -157,13 +157,36 @@ def test_single_env_restart_reconnects_to_the_same_server(protocol: str) -> None
         env.close()
 
 
+def test_single_env_a_reset_timing_out_on_a_stopped_server_does_not_restart_it(
+    protocol: str,
+) -> None:
+    """``restart``: a reset past the step timeout is reconnected to the same server, never
+    restarted for being slow; the stopped server does not answer, so the reset raises its
+    timeout."""
+    env = OpenEnvEnv(
+        SPEC,
+        codec=counter_codec(),
+        protocol=protocol,
+        on_server_loss="restart",
+        timeouts={"step": STEP_TIMEOUT, "connect": STEP_TIMEOUT},
+    )
+    try:
+        env.reset(seed=0)
+        pid = _server(env, 0)
+        with frozen(pid), pytest.raises(RequestTimeoutError):
+            env.reset(seed=1)
+        assert _server(env, 0) == pid
+    finally:
+        env.close()
+
+
 def test_single_env_raise_says_the_env_is_broken_after_a_timeout(protocol: str) -> None:
     env = _single(protocol, "raise")
     try:
         with frozen(_server(env, 0)), pytest.raises(RequestTimeoutError):
             env.step(1)
         for call in (lambda: env.step(1), lambda: env.reset(seed=1)):
-            with pytest.raises(UsageError, match="environment is broken.*close it") as later:
+            with pytest.raises(UsageError, match=r"environment is broken.*close it") as later:
                 call()
             assert not isinstance(later.value, TimeoutError)
     finally:
