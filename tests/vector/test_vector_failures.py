@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import signal
 import sys
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -25,6 +27,7 @@ from openenv_gym.exceptions import (
     ExecutionError,
     InvalidActionError,
     OpenEnvGymError,
+    RemoteProtocolError,
     RequestTimeoutError,
     ServerError,
     TransportError,
@@ -67,6 +70,25 @@ def test_server_errors_in_several_envs(make_vector: MakeVector, protocol: str) -
     obs, rewards, *_ = envs.step([0, 0, 0, 0])
     assert obs.tolist() == [2, 1, 2, 1]
     assert rewards.tolist() == [2, 1, 2, 1]
+
+
+def test_a_reply_the_codec_cannot_read_beside_a_failed_sub_env_raises_that_error(
+    make_vector: MakeVector, protocol: str
+) -> None:
+    """Sub-env 0 fails and sub-env 1's reply cannot be decoded: the typed decode error is
+    raised, not an EnvErrorGroup (whose results would need that reply decoded)."""
+    base = counter_codec()
+
+    def decode(obs: Mapping[str, Any]) -> Any:
+        if obs["count"] == 2:
+            raise RemoteProtocolError(f"expected an odd count, got {obs['count']}")
+        return base.decode_observation(obs)
+
+    codec = dataclasses.replace(base, decode_observation=decode, decode_columns=None)
+    envs = make_vector(num_envs=2, protocol=protocol, codec=codec)
+    envs.reset(seed=0)  # counts 0 and 1
+    with pytest.raises(RemoteProtocolError, match="expected an odd count, got 2"):
+        envs.step([RAISE, 0])
 
 
 def test_reset_errors_in_every_env(make_vector: MakeVector, protocol: str) -> None:
