@@ -61,6 +61,7 @@ def test_server_errors_in_several_envs(make_vector: MakeVector, protocol: str) -
         envs.step([0, RAISE, 0, RAISE])
     group = caught.value
     assert group.env_indices == [1, 3]
+    assert str(group).startswith("2 sub-environment(s) failed: ")
     for error in group.errors.values():
         assert isinstance(error, ExecutionError)
         assert isinstance(error, ServerError)
