@@ -371,6 +371,34 @@ def test_vector_env_a_siblings_real_end_in_a_loss_step_stays_terminated() -> Non
         envs.close()
 
 
+@pytest.mark.parametrize("protocol", PROTOCOLS)
+def test_vector_env_server_lost_in_an_autoreset_step(protocol: str) -> None:
+    """NEXT_STEP: server 0 dies just as its sub-envs are to autoreset. Their autoreset is
+    lost: they are reported truncated from their last observation (``server_lost``) and
+    autoreset at their next step, on the new server; server 1's autoreset as usual."""
+    provider = LocalProvider(SPEC, num_servers=2)
+    envs = restarting(provider, protocol)
+    try:
+        envs.reset(seed=10, options={"episode_length": 1})
+        _, _, terminated, _, _ = envs.step([0] * 4)
+        assert terminated.all()  # every sub-env autoresets at its next step
+        kill_server(provider, 0)
+        obs, rewards, terminated, truncated, infos = envs.step([0] * 4)
+        assert obs.tolist() == [11, 12, 0, 0]  # the last observations; fresh episodes
+        assert rewards.tolist() == [0.0] * 4
+        assert terminated.tolist() == [False] * 4
+        assert truncated.tolist() == [True, True, False, False]
+        assert infos["server_lost"].tolist() == [True, True, False, False]
+        assert infos["_server_lost"].tolist() == [True, True, False, False]
+        obs, rewards, terminated, truncated, infos = envs.step([0] * 4)
+        assert obs.tolist() == [0, 0, 1, 1]  # their autoreset now, on the new server
+        assert rewards.tolist() == [0.0, 0.0, 1.0, 1.0]
+        assert not truncated.any()
+        assert "server_lost" not in infos
+    finally:
+        envs.close()
+
+
 def test_vector_env_an_idle_sub_envs_loss_is_reported_once_same_step() -> None:
     """SAME_STEP: a sub-env idle when its server was lost learns it at its next step (and
     is reset at once); its step after that is a normal one, not the loss again."""
