@@ -124,8 +124,13 @@ def test_vector_env_a_slow_server_is_neither_lost_nor_restarted(
         assert infos["action"].tolist() == [SLOW, 0, 0, 0]
 
         envs.reset(seed=20, options={"gate": str(too_late)})
+        envs.send([SLOW], env_ids=[0])
+        # sub-env 1's step reaches server 0 while it holds sub-env 0's (over JSON each has
+        # a connection of its own, and the server could otherwise take sub-env 1's first)
+        wait_for(entered(too_late).exists, "the server starting the SLOW step")
+        envs.send([0, 0, 0], env_ids=[1, 2, 3])
         with pytest.raises(EnvErrorGroup) as caught:  # past the step timeout
-            envs.step([SLOW, 0, 0, 0])
+            envs.recv(batch_size=4)
         group = caught.value
         assert group.env_indices == [0, 1]  # server 0 held both of its sub-envs
         assert all(isinstance(e, RequestTimeoutError) for e in group.errors.values())
@@ -169,11 +174,12 @@ def test_vector_env_a_timeout_beside_a_lost_connection_stays_a_timeout(
     try:
         envs.reset(seed=10, options={"gate": str(gate)})
         assert proxy.connections == 2
-        envs.step_async([SLOW, 0])  # the server holds both: it runs one step at a time
+        envs.send([SLOW], env_ids=[0])
         wait_for(entered(gate).exists, "the server starting the SLOW step")
+        envs.send([0], env_ids=[1])  # held behind it: the server runs one step at a time
         proxy.cut(only=1)  # the first connection the env opened: one sub-env's
         with pytest.raises(EnvErrorGroup) as caught:
-            envs.step_wait()
+            envs.recv(batch_size=2)
         group = caught.value
         if restartable:
             assert provider is not None
