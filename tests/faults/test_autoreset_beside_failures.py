@@ -107,6 +107,34 @@ def test_siblings_of_a_failed_sub_env_keep_their_step_and_their_autoreset(
         envs.close()
 
 
+@pytest.mark.parametrize("protocol", ["batch", "json"])
+def test_siblings_of_a_failed_sub_env_below_the_time_limit_are_not_truncated(
+    server: tuple[str, str | None], protocol: str
+) -> None:
+    url, token = server
+    envs = OpenEnvVectorEnv(
+        codec=counter_codec(),
+        num_envs=3,
+        base_url=url,
+        token=token,
+        protocol=protocol,
+        timeouts=TIMEOUTS,
+        max_episode_steps=5,
+    )
+    try:
+        envs.reset(seed=[10, 20, 30])
+        with pytest.raises(EnvErrorGroup) as caught:
+            envs.step([RAISE, 0, 0])  # sub-env 0 raises; 1 and 2 take their first step
+        for i in (1, 2):
+            obs, reward, terminated, truncated, _ = plain(caught.value.results[i])
+            assert (obs, reward, terminated, truncated) == (10 * (i + 1) + 1, 1.0, False, False)
+        obs, _, terminated, truncated, _ = envs.step([0, 0, 0])
+        assert obs.tolist() == [11, 22, 32]  # no autoreset: nothing ended
+        assert not (terminated | truncated).any()
+    finally:
+        envs.close()
+
+
 def test_siblings_of_a_lost_connection_autoreset_after_the_time_limit(
     server: tuple[str, str | None],
 ) -> None:
