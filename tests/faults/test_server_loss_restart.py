@@ -20,6 +20,7 @@ import pytest
 from fault_support import (  # noqa: F401
     CutProxy,
     Proxied,
+    Watched,
     counter_servers,
     detected,
     no_leftovers,
@@ -395,6 +396,41 @@ def test_vector_env_server_lost_in_an_autoreset_step(protocol: str) -> None:
         assert rewards.tolist() == [0.0, 0.0, 1.0, 1.0]
         assert not truncated.any()
         assert "server_lost" not in infos
+    finally:
+        envs.close()
+
+
+class FirstCannotRestart(Watched):
+    """Local servers, but server 0 cannot be started again (as a server that is not ours)."""
+
+    def restart(self, index: int) -> str:
+        """Refuse server 0; restart the others."""
+        if index == 0:
+            raise ProviderError("server 0 cannot be started again here")
+        return super().restart(index)
+
+
+@pytest.mark.parametrize("protocol", PROTOCOLS)
+def test_vector_env_a_server_that_cannot_restart_does_not_stop_the_others(protocol: str) -> None:
+    """Both servers die in one step; server 0 cannot be started again. Its sub-envs get
+    the provider's error, and server 1 is still restarted: its sub-envs truncated, then
+    stepping on."""
+    provider = FirstCannotRestart(SPEC, num_servers=2)
+    envs = restarting(provider, protocol)
+    try:
+        envs.reset(seed=10)
+        kill_server(provider, 0)
+        kill_server(provider, 1)
+        with pytest.raises(EnvErrorGroup) as caught:
+            envs.step([0] * 4)
+        group = caught.value
+        assert group.env_indices == [0, 1]
+        assert all(isinstance(e, ProviderError) for e in group.errors.values())
+        assert provider.restarts == [1]
+        for i in (2, 3):
+            obs, reward, terminated, truncated, info = group.results[i]
+            assert (int(obs), reward, terminated, truncated) == (10 + i, 0.0, False, True)
+            assert info["server_lost"] is True
     finally:
         envs.close()
 
