@@ -9,7 +9,8 @@ Not a test module (no ``test_`` prefix). Local server processes import it by nam
 * ``reset(seed=s)`` sets the counter to ``s`` (0 without a seed); ``reset(episode_length=k)``
   sets the episode length K, which sticks over later resets (default :data:`DEFAULT_LENGTH`),
   so an autoreset (no kwargs) keeps it. ``reset(gate=path)`` names the file that
-  :data:`SLOW` waits for (it sticks too).
+  :data:`SLOW` waits for (it sticks too); ``reset(unrewarded=True)`` makes its steps
+  answer without a reward (``None``, as some OpenEnv envs do; it sticks too).
 * ``step(a)`` adds one to the counter and to the step count; the reward is the step count;
   the episode terminates after K steps. The wire observation carries ``count``, ``steps``,
   ``action`` (the action of the step; -1 after a reset) and ``episode_length``.
@@ -83,6 +84,7 @@ class CounterEnv(Environment[CounterAction, CounterObservation, CounterState]):
         self._steps = 0
         self._length = DEFAULT_LENGTH
         self._gate: str | None = None
+        self._unrewarded = False
         self._episode_id: str | None = None
 
     def reset(
@@ -91,9 +93,12 @@ class CounterEnv(Environment[CounterAction, CounterObservation, CounterState]):
         episode_id: str | None = None,
         episode_length: int | None = None,
         gate: str | None = None,
+        unrewarded: bool | None = None,
         **kwargs: Any,
     ) -> CounterObservation:
-        """Counter to ``seed`` (or 0); ``episode_length`` and ``gate`` stick when given."""
+        """Counter to ``seed`` (or 0); ``episode_length``, ``gate``, ``unrewarded`` stick."""
+        if unrewarded is not None:
+            self._unrewarded = bool(unrewarded)
         if episode_length is not None:
             self._length = int(episode_length)
         if gate is not None:
@@ -111,7 +116,8 @@ class CounterEnv(Environment[CounterAction, CounterObservation, CounterState]):
             wait_for_file(self._gate, GATE_MAX_SECONDS)
         self._count += 1
         self._steps += 1
-        return self._observation(action=action.value, reward=float(self._steps))
+        reward = None if self._unrewarded else float(self._steps)
+        return self._observation(action=action.value, reward=reward)
 
     def _observation(self, action: int, reward: float | None) -> CounterObservation:
         return CounterObservation(

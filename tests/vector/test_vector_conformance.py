@@ -27,7 +27,12 @@ from gymnasium.vector.utils import batch_space
 from openenv_gym_vector_envs import RAISE, SLOW, counter_codec
 from vector_checks import counter_info, gym_infos, numeric_arrays, same
 
-from openenv_gym.exceptions import ConfigurationError, UsageError, WaitTimeoutError
+from openenv_gym.exceptions import (
+    ConfigurationError,
+    EnvErrorGroup,
+    UsageError,
+    WaitTimeoutError,
+)
 from openenv_gym.vector import OpenEnvVectorEnv
 
 pytestmark = pytest.mark.integration
@@ -228,6 +233,24 @@ def test_max_episode_steps_truncates(
         obs, _ = envs.reset(options={"reset_mask": np.array([True, True])})
         assert obs.tolist() == [0, 0]
     check_step(envs.step([0, 0]), [1, 1], [1, 1], [False, False], [False, False])
+
+
+def test_a_step_answered_without_a_reward_counts_zero(
+    make_vector: MakeVector, protocol: str
+) -> None:
+    """Some OpenEnv envs answer a step with no reward (``None``): its reward is 0.0, in a
+    step where every sub-env succeeded and in one where a sibling failed."""
+    envs = make_vector(num_envs=2, protocol=protocol)
+    envs.reset(seed=0, options={"unrewarded": True})
+    obs, rewards, *_ = envs.step([0, 0])
+    assert obs.tolist() == [1, 2]
+    assert rewards.dtype == np.float64
+    assert rewards.tolist() == [0.0, 0.0]
+    with pytest.raises(EnvErrorGroup) as caught:
+        envs.step([RAISE, 0])
+    _, reward, *_ = caught.value.results[1]
+    assert type(reward) is float
+    assert reward == 0.0
 
 
 # ------------------------------------------------------------------ seeds
