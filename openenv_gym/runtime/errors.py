@@ -148,6 +148,13 @@ def validation_error(exc: ValidationError) -> bp.SlotError:
 
 
 def execution_error(exc: BaseException) -> bp.SlotError:
-    """A slot's ``EXECUTION_ERROR``: the environment raised ``exc``."""
+    """A slot's error for ``exc``, raised by the environment: ``EXECUTION_ERROR``.
+
+    A Pydantic ``ValidationError`` (an env checking its reset options or action with a
+    model) is a ``VALIDATION_ERROR``, as OpenEnv's own ``/ws`` and our JSON sessions
+    answer it.
+    """
+    if isinstance(exc, ValidationError):
+        return validation_error(exc)
     logger.debug("environment raised", exc_info=exc)
     return bp.SlotError(op.ErrorCode.EXECUTION_ERROR.value, describe(exc))

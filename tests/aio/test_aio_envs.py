@@ -405,6 +405,27 @@ def test_an_action_the_server_refuses_raises_and_the_single_env_steps_on(counter
         sync.close()
 
 
+def test_a_reset_the_server_refuses_raises_and_the_single_env_resets_again(
+    counter_url: str,
+) -> None:
+    """The counter env checks ``episode_length`` with pydantic: the server refuses "x"
+    (``VALIDATION_ERROR`` over both protocols: the asyncio env batched, the sync one JSON)."""
+
+    async def main() -> None:
+        async with await AsyncOpenEnvEnv.create(codec=counter_codec(), base_url=counter_url) as env:
+            with pytest.raises(ServerValidationError):
+                await env.reset(seed=1, options={"episode_length": "x"})
+            obs, _ = await env.reset(seed=2)
+            assert int(obs) == 2
+
+    run(main)
+    with OpenEnvEnv(codec=counter_codec(), base_url=counter_url, protocol="json") as sync:
+        with pytest.raises(ServerValidationError):
+            sync.reset(seed=1, options={"episode_length": "x"})
+        obs, _ = sync.reset(seed=2)
+        assert int(obs) == 2
+
+
 @pytest.mark.parametrize("on_server_loss", ["raise", "restart"])
 def test_single_env_whose_server_dies(monkeypatch: pytest.MonkeyPatch, on_server_loss: str) -> None:
     monkeypatch.setenv("PYTHONPATH", subprocess_pythonpath())

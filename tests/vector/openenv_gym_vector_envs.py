@@ -33,7 +33,7 @@ from typing import Any, ClassVar, Literal
 
 import numpy as np
 from gymnasium import spaces
-from pydantic import Field
+from pydantic import Field, TypeAdapter
 
 from openenv_gym.runtime.environment import Action, Environment, Observation, State
 from openenv_gym.spaces import Codec
@@ -48,6 +48,12 @@ RAISE = 4
 NUM_ACTIONS = 5
 GATE_MAX_SECONDS = 20.0
 COUNTER_MAX = 1_000_000
+
+
+_LENGTH = TypeAdapter(int)
+"""``reset(episode_length=...)`` is checked by pydantic: a bad one is a ``ValidationError``,
+which a server answers with ``VALIDATION_ERROR`` (as an env checking its options with a
+model would)."""
 
 
 class CounterAction(Action):
@@ -100,7 +106,7 @@ class CounterEnv(Environment[CounterAction, CounterObservation, CounterState]):
         if unrewarded is not None:
             self._unrewarded = bool(unrewarded)
         if episode_length is not None:
-            self._length = int(episode_length)
+            self._length = _LENGTH.validate_python(episode_length)  # as a model would
         if gate is not None:
             self._gate = gate
         self._count = seed if seed is not None else 0
