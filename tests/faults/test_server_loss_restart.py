@@ -84,7 +84,9 @@ def test_default_raises(protocol: str) -> None:
 
 
 @pytest.mark.parametrize("protocol", PROTOCOLS)
-def test_single_env_restarts_a_killed_server(protocol: str) -> None:
+def test_single_env_restarts_a_killed_server(
+    protocol: str, caplog: pytest.LogCaptureFixture
+) -> None:
     provider = LocalProvider(SPEC)
     env = OpenEnvEnv(
         codec=counter_codec(),
@@ -106,6 +108,8 @@ def test_single_env_restarts_a_killed_server(protocol: str) -> None:
         assert info["count"] == 6
         assert provider.pids[0] != old
         assert env.base_url != old_url
+        said = [r.getMessage() for r in caplog.records if r.name == "openenv_gym.env"]
+        assert f"lost the server at {old_url}; a new session on {env.base_url}" in said
         with pytest.raises(Exception, match="reset"):  # the episode is over
             env.step(0)
         obs, _ = env.reset(seed=7)  # a fresh env instance on the new server
@@ -198,13 +202,16 @@ def test_single_env_reconnects_when_only_the_connection_dropped(protocol: str, g
 
 @pytest.mark.parametrize("protocol", PROTOCOLS)
 @pytest.mark.parametrize("mode", [AutoresetMode.NEXT_STEP, AutoresetMode.SAME_STEP])
-def test_vector_env_restarts_a_killed_server(protocol: str, mode: AutoresetMode) -> None:
+def test_vector_env_restarts_a_killed_server(
+    protocol: str, mode: AutoresetMode, caplog: pytest.LogCaptureFixture
+) -> None:
     provider = LocalProvider(SPEC, num_servers=2)  # sub-envs 0, 1 on server 0; 2, 3 on 1
     envs = restarting(provider, protocol, autoreset_mode=mode)
     try:
         envs.reset(seed=10)
         assert envs.step([0] * 4)[0].tolist() == [11, 12, 13, 14]
         survivor = provider.pids[1]
+        old_url = envs.engine.urls[0]
         kill_server(provider, 0)
         killed = time.monotonic()
         obs, rewards, terminated, truncated, infos = envs.step([0] * 4)
@@ -215,6 +222,9 @@ def test_vector_env_restarts_a_killed_server(protocol: str, mode: AutoresetMode)
         assert infos["server_lost"].tolist() == [True, True, False, False]
         assert infos["_server_lost"].tolist() == [True, True, False, False]
         assert provider.pids[1] == survivor
+        said = [r.getMessage() for r in caplog.records if r.name == "openenv_gym.vector"]
+        new_url = envs.engine.urls[0]
+        assert f"lost server 0 ({old_url}): 2 sub-envs now on {new_url}" in said
         # the new connection speaks the protocol the env was made with (not a fresh "auto")
         assert [shard.protocol for shard in envs.engine.dispatcher.shards] == [protocol] * 2
         if mode is AutoresetMode.NEXT_STEP:
