@@ -30,6 +30,7 @@ from openenv_gym.exceptions import (
     RemoteProtocolError,
     RequestTimeoutError,
     ServerError,
+    ServerValidationError,
     TransportError,
     UsageError,
 )
@@ -95,9 +96,9 @@ def test_a_reply_the_codec_cannot_read_beside_a_failed_sub_env_raises_that_error
 def test_reset_errors_in_every_env(make_vector: MakeVector, protocol: str) -> None:
     envs = make_vector(num_envs=3, protocol=protocol)
     with pytest.raises(EnvErrorGroup) as caught:
-        envs.reset(options={"episode_length": "not a number"})
+        envs.reset(options={"episode_length": "not a number"})  # the env's model refuses it
     assert caught.value.env_indices == [0, 1, 2]
-    assert all(isinstance(e, ExecutionError) for e in caught.value.errors.values())
+    assert all(isinstance(e, ServerValidationError) for e in caught.value.errors.values())
     obs, _ = envs.reset(seed=3)
     assert obs.tolist() == [3, 4, 5]
 
