@@ -70,15 +70,19 @@ def test_on_server_loss_is_checked() -> None:
         OpenEnvVectorEnv(codec=counter_codec(), num_envs=2, on_server_loss="ignore")
 
 
+@pytest.mark.parametrize("call", ["step", "reset"])
 @pytest.mark.parametrize("protocol", PROTOCOLS)
-def test_default_raises(protocol: str) -> None:
+def test_default_raises(protocol: str, call: str) -> None:
+    """``on_server_loss="raise"`` (the default): the lost connection is the call's error,
+    and the env is not broken by it (only a timeout breaks an env)."""
     provider = LocalProvider(SPEC)
     env = OpenEnvEnv(codec=counter_codec(), provider=provider, protocol=protocol, timeouts=TIMEOUTS)
     try:
         env.reset(seed=5)
         kill_server(provider)
         with pytest.raises(ConnectionLostError):
-            env.step(0)
+            env.step(0) if call == "step" else env.reset(seed=3)
+        assert env.unwrapped._engine.broken is None
     finally:
         env.close()
 
@@ -135,22 +139,6 @@ def test_single_env_reset_resent_after_a_kill(protocol: str) -> None:
         obs, info = env.reset(seed=3)
         assert obs == 3
         assert "server_lost" not in info
-    finally:
-        env.close()
-
-
-@pytest.mark.parametrize("protocol", PROTOCOLS)
-def test_single_env_reset_after_a_kill_raises_with_raise(protocol: str) -> None:
-    """``on_server_loss="raise"`` (the default): the lost connection is the reset's error,
-    and the env is not broken by it (only a timeout breaks an env)."""
-    provider = LocalProvider(SPEC)
-    env = OpenEnvEnv(codec=counter_codec(), provider=provider, protocol=protocol, timeouts=TIMEOUTS)
-    try:
-        env.reset(seed=1)
-        kill_server(provider)
-        with pytest.raises(ConnectionLostError):
-            env.reset(seed=3)
-        assert env.unwrapped._engine.broken is None
     finally:
         env.close()
 
